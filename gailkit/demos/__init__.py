@@ -1,0 +1,162 @@
+"""Demonstration files: discover, read (Arrow, Parquet, pickle, imitation datasets), validate, write.
+
+    demos.load("data/", env_id="CartPole-v1", spaces=(obs_space, act_space)) -> Demos
+    demos.save(d, "data/x.parquet")
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import gymnasium as gym
+
+from gailkit import __version__
+from gailkit.demos import arrow_io, pickle_io
+from gailkit.demos.core import Demos, DemoMeta, concat, describe_space, space_from_json, space_to_json
+from gailkit.demos.validate import DemoWarning, check_structure, fits, validate
+from gailkit.errors import DemoError
+
+__all__ = [
+    "Demos", "DemoMeta", "DemoError", "DemoWarning", "load", "load_file", "discover", "save",
+    "validate", "summarize", "space_to_json", "space_from_json", "describe_space", "format_of",
+]
+
+SUFFIXES = {".arrow": "arrow", ".feather": "arrow", ".ipc": "arrow", ".parquet": "parquet",
+            ".pkl": "pickle", ".pickle": "pickle"}
+
+
+def format_of(path: Path) -> str | None:
+    """`arrow`, `parquet`, `pickle`, `imitation-dataset`, or None for files that are not demos."""
+    if arrow_io.is_imitation_dataset(path):
+        return "imitation-dataset"
+    return SUFFIXES.get(path.suffix.lower()) if path.is_file() else None
+
+
+def discover(path: str | Path) -> list[Path]:
+    """Demo files under `path` (a file, an imitation dataset folder, or a folder searched recursively)."""
+    path = Path(path)
+    if not path.exists():
+        raise DemoError(f"{path}: no such file or folder")
+    if path.is_file() or arrow_io.is_imitation_dataset(path):
+        if format_of(path) is None:
+            raise DemoError(f"{path}: unknown demo format (expected {', '.join(sorted(SUFFIXES))} or an imitation dataset folder)")
+        return [path]
+    found: list[Path] = []
+    for child in sorted(path.iterdir()):
+        if child.name.startswith("."):
+            continue  # temp files of atomic writes, hidden files
+        if child.is_dir() and not arrow_io.is_imitation_dataset(child):
+            found.extend(discover(child))
+        elif format_of(child) is not None:
+            found.append(child)
+    return found
+
+
+def load_file(path: str | Path, unsafe_pickle: bool = False) -> Demos:
+    """One file (or imitation dataset folder), structurally checked but not against any env."""
+    path = Path(path)
+    fmt = format_of(path)
+    if fmt is None:
+        raise DemoError(f"{path}: unknown demo format")
+    if fmt == "pickle":
+        d = pickle_io.read(path, unsafe=unsafe_pickle)
+    elif fmt == "imitation-dataset":
+        d = arrow_io.read_imitation_dataset(path)
+    else:
+        d = arrow_io.read(path, fmt)
+    check_structure(d)
+    return d
+
+
+def _peek_env_id(path: Path, unsafe_pickle: bool) -> tuple[str | None, Demos | None]:
+    """The env id a file names, reading only metadata where the format allows."""
+    fmt = format_of(path)
+    if fmt in ("arrow", "parquet"):
+        return arrow_io.read_meta(path, fmt).env_id, None
+    d = load_file(path, unsafe_pickle)
+    return d.meta.env_id, d
+
+
+def load(
+    path: str | Path,
+    env_id: str | None = None,
+    spaces: tuple[gym.Space, gym.Space] | None = None,
+    unsafe_pickle: bool = False,
+) -> Demos:
+    """All demos under `path` for `env_id`, validated against `spaces` (obs, act) when given.
+
+    With `env_id`, a file is used when its metadata names that env; a file without an env id is
+    used when its shapes fit `spaces`. When nothing is left, the error lists what `path` holds.
+    """
+    files = discover(path)
+    if not files:
+        raise DemoError(f"{path}: no demo files ({', '.join(sorted(SUFFIXES))} or imitation dataset folders)")
+    chosen: list[Demos] = []
+    held: list[str] = []
+    for f in files:
+        file_env, d = _peek_env_id(f, unsafe_pickle)
+        if env_id is not None and file_env is not None and file_env != env_id:
+            held.append(f"{f.name} ({file_env})")
+            continue
+        d = d if d is not None else load_file(f, unsafe_pickle)
+        if env_id is not None and file_env is None and spaces is not None and not fits(d, *spaces):
+            if len(files) == 1:
+                validate(d, *spaces)  # raises with the exact mismatch
+            held.append(f"{f.name} (no env id; obs {d.obs.shape[1:]}, acts {d.acts.shape[1:]})")
+            continue
+        chosen.append(validate(d, *spaces) if spaces is not None else d)
+    if not chosen:
+        raise DemoError(f"{path}: no demos for {env_id}; it holds: {', '.join(held)}")
+    first = chosen[0].meta
+    meta = DemoMeta(
+        env_id=env_id or first.env_id,
+        observation_space=space_to_json(spaces[0]) if spaces else first.observation_space,
+        action_space=space_to_json(spaces[1]) if spaces else first.action_space,
+        source=first.source if len(chosen) == 1 else ", ".join(sorted({c.meta.source for c in chosen if c.meta.source})) or None,
+        gailkit_version=first.gailkit_version,
+        format=first.format if len(chosen) == 1 else "mixed",
+        path=str(path),
+    )
+    return concat(chosen, meta)
+
+
+def save(d: Demos, path: str | Path, pickle_layout: str = "dict") -> Path:
+    """Write `d` by the suffix of `path`; a path without a suffix becomes an imitation dataset folder."""
+    path = Path(path)
+    if d.meta.gailkit_version is None:
+        d.meta.gailkit_version = __version__
+    suffix = path.suffix.lower()
+    if suffix == "":
+        from gailkit.demos import imitation_adapter
+
+        imitation_adapter.write_dataset(d, path)
+    elif SUFFIXES.get(suffix) in ("arrow", "parquet"):
+        arrow_io.write(d, path, SUFFIXES[suffix])
+    elif SUFFIXES.get(suffix) == "pickle":
+        pickle_io.write(d, path, pickle_layout)
+    else:
+        raise DemoError(f"{path}: unknown output format '{suffix}' (use {', '.join(sorted(SUFFIXES))} or a folder name)")
+    return path
+
+
+def summarize(d: Demos) -> dict:
+    """Episodes, transitions, return and length statistics, spaces and env of `d`."""
+    lengths = d.episode_lengths()
+    returns = d.episode_returns()
+    return {
+        "path": d.meta.path,
+        "format": d.meta.format,
+        "env_id": d.meta.env_id,
+        "source": d.meta.source,
+        "episodes": d.n_episodes,
+        "transitions": len(d),
+        "return_mean": None if returns is None or not len(returns) else float(returns.mean()),
+        "return_std": None if returns is None or not len(returns) else float(returns.std()),
+        "length_mean": float(lengths.mean()) if len(lengths) else 0.0,
+        "length_std": float(lengths.std()) if len(lengths) else 0.0,
+        "observation_space": describe_space(d.meta.observation_space) if d.meta.observation_space
+        else f"{tuple(d.obs.shape[1:])} {d.obs.dtype} (no metadata)",
+        "action_space": describe_space(d.meta.action_space) if d.meta.action_space
+        else f"{tuple(d.acts.shape[1:])} {d.acts.dtype} (no metadata)",
+    }

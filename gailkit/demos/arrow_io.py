@@ -1,0 +1,253 @@
+"""Arrow IPC / Feather / Parquet demo files, and imitation's HuggingFace-datasets folders.
+
+Schema (one row per transition): `episode_id` int64, `step` int64, `obs`, `acts`, `next_obs`
+(`arrow.fixed_shape_tensor` keeping each row's shape, or a plain scalar column for scalar
+spaces), `terminated` bool, `truncated` bool, optional `rews` float32. Schema metadata key
+`gailkit` holds JSON: env_id, observation_space, action_space, source, gailkit_version,
+format_version. Files are written uncompressed so a memory map reads them without copying.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from gailkit import fsutil
+from gailkit.demos.core import Demos, DemoMeta, episode_columns
+from gailkit.errors import DemoError
+
+META_KEY = b"gailkit"
+_REQUIRED = ("obs", "acts", "next_obs")
+
+
+def _column_to_numpy(table: pa.Table, name: str, path: Path) -> np.ndarray:
+    col = table.column(name)
+    arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if isinstance(arr.type, pa.FixedShapeTensorType):
+        if arr.null_count:
+            raise DemoError(f"{path}: column '{name}' has {arr.null_count} null rows")
+        return arr.to_numpy_ndarray()
+    if pa.types.is_fixed_size_list(arr.type) or pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
+        return _nested_lists_to_numpy(arr, name, path)
+    if arr.null_count:
+        first = int(np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False))[0])
+        raise DemoError(f"{path}: column '{name}' row {first} is null")
+    return arr.to_numpy(zero_copy_only=False)
+
+
+def _nested_lists_to_numpy(arr: pa.Array, name: str, path: Path) -> np.ndarray:
+    """Lists (of lists ...) of numbers with equal lengths per level -> one (N, d1, d2, ...) array."""
+    shape = [len(arr)]
+    values = arr
+    while pa.types.is_fixed_size_list(values.type) or pa.types.is_list(values.type) or pa.types.is_large_list(values.type):
+        if values.null_count:
+            raise DemoError(f"{path}: column '{name}' has null entries")
+        if pa.types.is_fixed_size_list(values.type):
+            width = values.type.list_size
+        else:
+            lengths = values.value_lengths().to_numpy(zero_copy_only=False)
+            if len(lengths) and (lengths != lengths[0]).any():
+                row = int(np.flatnonzero(lengths != lengths[0])[0])
+                raise DemoError(f"{path}: column '{name}' is ragged: entry {row} has {lengths[row]} values, entry 0 has {lengths[0]}")
+            width = int(lengths[0]) if len(lengths) else 0
+        shape.append(width)
+        values = values.flatten()
+    return values.to_numpy(zero_copy_only=False).reshape(shape)
+
+
+def _open_ipc(path: Path) -> pa.Table:
+    source = pa.memory_map(str(path), "r")
+    try:
+        return pa.ipc.open_file(source).read_all()
+    except pa.ArrowInvalid:
+        pass
+    try:
+        return pa.ipc.open_stream(pa.memory_map(str(path), "r")).read_all()
+    except pa.ArrowInvalid:
+        pass
+    import pyarrow.feather as feather  # Feather v1 or compressed files
+
+    return feather.read_table(str(path))
+
+
+def read_table(path: Path, fmt: str) -> pa.Table:
+    try:
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            return pq.read_table(str(path), memory_map=True)
+        return _open_ipc(path)
+    except (pa.ArrowException, OSError) as e:
+        raise DemoError(f"{path}: not a readable {fmt} file, truncated or corrupt ({str(e).splitlines()[0]})") from None
+
+
+def read_meta(path: Path, fmt: str) -> DemoMeta:
+    """The file's metadata without reading its columns."""
+    try:
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            schema = pq.read_schema(str(path))
+        else:
+            schema = _open_ipc_schema(path)
+    except (pa.ArrowException, OSError) as e:
+        raise DemoError(f"{path}: not a readable {fmt} file, truncated or corrupt ({str(e).splitlines()[0]})") from None
+    return _meta_from_schema(schema, fmt, path)
+
+
+def _open_ipc_schema(path: Path) -> pa.Schema:
+    try:
+        return pa.ipc.open_file(pa.memory_map(str(path), "r")).schema
+    except pa.ArrowInvalid:
+        pass
+    try:
+        return pa.ipc.open_stream(pa.memory_map(str(path), "r")).schema
+    except pa.ArrowInvalid:
+        import pyarrow.feather as feather
+
+        return feather.read_table(str(path)).schema
+
+
+def _meta_from_schema(schema: pa.Schema, fmt: str, path: Path) -> DemoMeta:
+    raw = (schema.metadata or {}).get(META_KEY)
+    if raw is None:
+        return DemoMeta(format=fmt, path=str(path))
+    try:
+        d = json.loads(raw)
+    except ValueError:
+        raise DemoError(f"{path}: schema metadata 'gailkit' is not valid JSON") from None
+    return DemoMeta.from_json(d, fmt, str(path))
+
+
+def read(path: Path, fmt: str) -> Demos:
+    table = read_table(path, fmt)
+    meta = _meta_from_schema(table.schema, fmt, path)
+    missing = [c for c in _REQUIRED if c not in table.column_names]
+    if missing:
+        raise DemoError(f"{path}: missing column '{missing[0]}' (has: {', '.join(table.column_names)})")
+    cols = {name: _column_to_numpy(table, name, path) for name in table.column_names
+            if name in ("obs", "acts", "next_obs", "terminated", "truncated", "dones", "episode_id", "step", "rews")}
+    return from_columns(cols, meta, path)
+
+
+def from_columns(cols: dict[str, np.ndarray], meta: DemoMeta, path: Path | str) -> Demos:
+    """Demos from named columns; `dones` stands in for terminated/truncated when those are absent."""
+    n = len(cols["obs"])
+    for name, arr in cols.items():
+        if len(arr) != n:
+            raise DemoError(f"{path}: column '{name}' has {len(arr)} rows, 'obs' has {n} (ragged columns)")
+    if "terminated" in cols:
+        terminated = np.asarray(cols["terminated"], dtype=bool)
+        truncated = np.asarray(cols.get("truncated", np.zeros(n, bool)), dtype=bool)
+    elif "dones" in cols:
+        terminated, truncated = np.asarray(cols["dones"], dtype=bool), np.zeros(n, bool)
+    else:
+        raise DemoError(f"{path}: needs column 'terminated' (and 'truncated') or 'dones' to tell episodes apart")
+    if "episode_id" in cols and "step" in cols:
+        episode_id, step = np.asarray(cols["episode_id"], np.int64), np.asarray(cols["step"], np.int64)
+    else:
+        episode_id, step = episode_columns(terminated | truncated)
+    rews = cols.get("rews")
+    return Demos(
+        obs=cols["obs"], acts=cols["acts"], next_obs=cols["next_obs"],
+        terminated=terminated, truncated=truncated, episode_id=episode_id, step=step,
+        rews=None if rews is None else np.asarray(rews, np.float32), meta=meta,
+    )
+
+
+def _tensor_array(arr: np.ndarray) -> pa.Array:
+    arr = np.ascontiguousarray(arr)
+    if arr.ndim == 1:
+        return pa.array(arr)
+    row_shape = arr.shape[1:]
+    size = int(np.prod(row_shape))
+    storage = pa.FixedSizeListArray.from_arrays(pa.array(arr.reshape(-1)), size)
+    return pa.ExtensionArray.from_storage(pa.fixed_shape_tensor(storage.type.value_type, row_shape), storage)
+
+
+def to_table(demos: Demos) -> pa.Table:
+    arrays = {
+        "episode_id": pa.array(np.asarray(demos.episode_id, np.int64)),
+        "step": pa.array(np.asarray(demos.step, np.int64)),
+        "obs": _tensor_array(demos.obs),
+        "acts": _tensor_array(demos.acts),
+        "next_obs": _tensor_array(demos.next_obs),
+        "terminated": pa.array(np.asarray(demos.terminated, bool)),
+        "truncated": pa.array(np.asarray(demos.truncated, bool)),
+    }
+    if demos.rews is not None:
+        arrays["rews"] = pa.array(np.asarray(demos.rews, np.float32))
+    meta = {META_KEY: json.dumps(demos.meta.to_json()).encode()}
+    return pa.table(arrays).replace_schema_metadata(meta)
+
+
+def write(demos: Demos, path: Path, fmt: str) -> None:
+    table = to_table(demos)
+    with fsutil.atomic_path(path) as tmp:
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            pq.write_table(table, str(tmp))
+        else:
+            with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+                writer.write_table(table)
+
+
+# ---------------------------------------------------------------------------------------------
+# imitation's `imitation.data.serialize.save` folders: HuggingFace `datasets` Arrow stream files,
+# one row per trajectory (`obs` L+1 entries, `acts` L, `infos`, `terminal`, optional `rews`).
+# Read with pyarrow directly: `infos` are jsonpickle strings, and decoding them could run code.
+
+
+def is_imitation_dataset(path: Path) -> bool:
+    return path.is_dir() and (path / "dataset_info.json").is_file() and (path / "state.json").is_file()
+
+
+def read_imitation_dataset(path: Path) -> Demos:
+    try:
+        state = json.loads((path / "state.json").read_text())
+        files = [path / f["filename"] for f in state["_data_files"]]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise DemoError(f"{path}: not a readable imitation dataset folder (state.json: {e})") from None
+    tables = []
+    for f in files:
+        try:
+            tables.append(pa.ipc.open_stream(pa.memory_map(str(f), "r")).read_all())
+        except (pa.ArrowException, OSError) as e:
+            raise DemoError(f"{f}: truncated or corrupt dataset shard ({str(e).splitlines()[0]})") from None
+    table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    for name in ("obs", "acts", "terminal"):
+        if name not in table.column_names:
+            raise DemoError(f"{path}: dataset has no column '{name}' (has: {', '.join(table.column_names)})")
+    obs_lists = table.column("obs").combine_chunks()
+    act_lists = table.column("acts").combine_chunks()
+    obs_len = obs_lists.value_lengths().to_numpy(zero_copy_only=False)
+    act_len = act_lists.value_lengths().to_numpy(zero_copy_only=False)
+    bad = np.flatnonzero(obs_len != act_len + 1)
+    if len(bad):
+        t = int(bad[0])
+        raise DemoError(f"{path}: trajectory {t} has {obs_len[t]} obs for {act_len[t]} acts (needs acts + 1)")
+    all_obs = _nested_lists_to_numpy(obs_lists.flatten(), "obs", path)
+    acts = _nested_lists_to_numpy(act_lists.flatten(), "acts", path)
+    terminal = table.column("terminal").to_numpy(zero_copy_only=False).astype(bool)
+    # Row r of trajectory t: obs index = offset_t + r; next_obs = offset_t + r + 1.
+    obs_offsets = np.concatenate([[0], np.cumsum(obs_len)[:-1]])
+    lengths = act_len.astype(np.int64)
+    idx = np.concatenate([np.arange(o, o + n) for o, n in zip(obs_offsets, lengths)]) if len(lengths) else np.zeros(0, np.int64)
+    episode_id = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+    step = idx - np.repeat(obs_offsets, lengths)
+    last = np.zeros(len(idx), bool)
+    last[np.cumsum(lengths)[lengths > 0] - 1] = True
+    ep_terminal = np.repeat(terminal, lengths)
+    rews = None
+    if "rews" in table.column_names:
+        rews = table.column("rews").combine_chunks().flatten().to_numpy(zero_copy_only=False).astype(np.float32)
+    meta = DemoMeta(format="imitation-dataset", path=str(path))
+    return Demos(
+        obs=all_obs[idx], acts=acts, next_obs=all_obs[idx + 1],
+        terminated=last & ep_terminal, truncated=last & ~ep_terminal,
+        episode_id=episode_id, step=step, rews=rews, meta=meta,
+    )

@@ -1,0 +1,192 @@
+"""The in-memory demo type: columns of transitions, plus what the file said about its env."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+FORMAT_VERSION = 1
+COLUMNS = ("obs", "acts", "next_obs", "terminated", "truncated", "episode_id", "step", "rews")
+
+
+@dataclasses.dataclass
+class DemoMeta:
+    """What a demo file says about itself (every field may be unknown)."""
+
+    env_id: str | None = None
+    observation_space: dict[str, Any] | None = None
+    """The space as `space_to_json` writes it."""
+    action_space: dict[str, Any] | None = None
+    source: str | None = None
+    """Where the demos came from: an expert file, a scripted expert's name."""
+    gailkit_version: str | None = None
+    format: str = ""
+    """How the file was read: arrow, parquet, pickle/dict, pickle/trajectories, imitation-dataset, ..."""
+    path: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d.pop("format")
+        d.pop("path")
+        d["format_version"] = FORMAT_VERSION
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any], fmt: str, path: str) -> DemoMeta:
+        names = {f.name for f in dataclasses.fields(cls)} - {"format", "path"}
+        return cls(**{k: v for k, v in d.items() if k in names}, format=fmt, path=path)
+
+
+@dataclasses.dataclass
+class Demos:
+    """Expert transitions, one row per step, episodes stored contiguously.
+
+    Arrays (N transitions):
+      obs, next_obs: (N, *obs_shape); acts: (N, *act_shape);
+      terminated, truncated: (N,) bool, true only on an episode's last step;
+      episode_id: (N,) int64; step: (N,) int64, 0.. within the episode;
+      rews: (N,) float32 or None (the env's reward as recorded; never used for training).
+    """
+
+    obs: np.ndarray
+    acts: np.ndarray
+    next_obs: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    episode_id: np.ndarray
+    step: np.ndarray
+    rews: np.ndarray | None = None
+    meta: DemoMeta = dataclasses.field(default_factory=DemoMeta)
+
+    def __len__(self) -> int:
+        return len(self.obs)
+
+    @property
+    def dones(self) -> np.ndarray:
+        return self.terminated | self.truncated
+
+    def columns(self) -> dict[str, np.ndarray]:
+        cols = {name: getattr(self, name) for name in COLUMNS}
+        if cols["rews"] is None:
+            del cols["rews"]
+        return cols
+
+    def episode_bounds(self) -> np.ndarray:
+        """(E + 1,) row offsets: episode e is rows `[b[e], b[e + 1])`."""
+        if len(self) == 0:
+            return np.zeros(1, dtype=np.int64)
+        starts = np.flatnonzero(np.diff(self.episode_id) != 0) + 1
+        return np.concatenate([[0], starts, [len(self)]]).astype(np.int64)
+
+    def episode_lengths(self) -> np.ndarray:
+        return np.diff(self.episode_bounds())
+
+    def episode_returns(self) -> np.ndarray | None:
+        if self.rews is None:
+            return None
+        bounds = self.episode_bounds()
+        if len(bounds) < 2:
+            return np.zeros(0)
+        return np.add.reduceat(self.rews.astype(np.float64), bounds[:-1])
+
+    @property
+    def n_episodes(self) -> int:
+        return len(self.episode_bounds()) - 1
+
+
+def episode_columns(dones: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`(episode_id, step)` for contiguous episodes that end where `dones` (N,) is true."""
+    dones = np.asarray(dones, dtype=bool)
+    ends = np.concatenate([[0], np.cumsum(dones)[:-1]]) if len(dones) else np.zeros(0, np.int64)
+    episode_id = ends.astype(np.int64)
+    starts = np.flatnonzero(np.concatenate([[True], episode_id[1:] != episode_id[:-1]])) if len(dones) else []
+    step = np.arange(len(dones), dtype=np.int64)
+    if len(dones):
+        step -= np.repeat(starts, np.diff(np.append(starts, len(dones))))
+    return episode_id, step
+
+
+def concat(parts: list[Demos], meta: DemoMeta) -> Demos:
+    """Join demos from several files; episode ids are renumbered so they stay unique."""
+    if len(parts) == 1:
+        return dataclasses.replace(parts[0], meta=meta)
+    ids, offset = [], 0
+    for part in parts:
+        _, inverse = np.unique(part.episode_id, return_inverse=True)
+        ids.append(inverse.astype(np.int64) + offset)
+        offset += int(inverse.max()) + 1 if len(part) else 0
+    has_rews = all(p.rews is not None for p in parts)
+    return Demos(
+        obs=np.concatenate([p.obs for p in parts]),
+        acts=np.concatenate([p.acts for p in parts]),
+        next_obs=np.concatenate([p.next_obs for p in parts]),
+        terminated=np.concatenate([p.terminated for p in parts]),
+        truncated=np.concatenate([p.truncated for p in parts]),
+        episode_id=np.concatenate(ids),
+        step=np.concatenate([p.step for p in parts]),
+        rews=np.concatenate([p.rews for p in parts]) if has_rews else None,
+        meta=meta,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Spaces as JSON (schema metadata); non-finite bounds are written as the strings "inf"/"-inf".
+
+
+def _bound(a: np.ndarray) -> Any:
+    flat = np.asarray(a, dtype=np.float64).ravel()
+    values = [v if math.isfinite(v) else ("inf" if v > 0 else "-inf") for v in flat.tolist()]
+    return values[0] if len(set(map(str, values))) == 1 else values
+
+
+def _unbound(v: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    items = v if isinstance(v, list) else [v]
+    arr = np.array([float(x) for x in items], dtype=np.float64)
+    if arr.size == 1:
+        arr = np.full(shape, arr[0])
+    return arr.reshape(shape).astype(dtype)
+
+
+def space_to_json(space: gym.Space) -> dict[str, Any]:
+    if isinstance(space, gym.spaces.Box):
+        return {"type": "Box", "shape": list(space.shape), "dtype": str(space.dtype),
+                "low": _bound(space.low), "high": _bound(space.high)}
+    if isinstance(space, gym.spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return {"type": "MultiDiscrete", "nvec": np.asarray(space.nvec).tolist()}
+    if isinstance(space, gym.spaces.MultiBinary):
+        return {"type": "MultiBinary", "n": np.asarray(space.n).tolist()}
+    raise ValueError(f"unsupported space {space} (Box, Discrete, MultiDiscrete, MultiBinary are)")
+
+
+def space_from_json(d: dict[str, Any]) -> gym.Space:
+    kind = d.get("type")
+    if kind == "Box":
+        shape, dtype = tuple(d["shape"]), np.dtype(d["dtype"])
+        return gym.spaces.Box(_unbound(d["low"], shape, dtype), _unbound(d["high"], shape, dtype), shape, dtype)
+    if kind == "Discrete":
+        return gym.spaces.Discrete(int(d["n"]), start=int(d.get("start", 0)))
+    if kind == "MultiDiscrete":
+        return gym.spaces.MultiDiscrete(d["nvec"])
+    if kind == "MultiBinary":
+        return gym.spaces.MultiBinary(d["n"])
+    raise ValueError(f"unknown space type {kind!r}")
+
+
+def describe_space(d: dict[str, Any] | None) -> str:
+    if d is None:
+        return "?"
+    if d.get("type") == "Box":
+        return f"Box{tuple(d['shape'])} {d['dtype']}"
+    if d.get("type") == "Discrete":
+        return f"Discrete({d['n']})"
+    return f"{d.get('type')}({d.get('nvec', d.get('n'))})"
+
+
+def shape_of(space: gym.Space) -> tuple[int, ...]:
+    return tuple(space.shape) if space.shape is not None else ()

@@ -1,0 +1,206 @@
+"""Pickle demo files, loaded through a restricted unpickler.
+
+Admitted: numpy arrays, dtypes and scalars; imitation's `Trajectory`, `TrajectoryWithRew`,
+`Transitions`, `TransitionsWithRew`, `TransitionsMinimal`; plain containers. Any other global
+(`os.system`, `builtins.eval`, a user class) is refused in `find_class`, before anything it names
+is called. `unsafe=True` (the CLI's `--unsafe-pickle`) uses the plain unpickler.
+
+Layouts read: a list of imitation trajectories; one imitation Transitions; a dict of arrays
+(`obs`, `acts`, `next_obs`, `dones` or `terminated`/`truncated`, optional `rews`, `episode_id`,
+`step`, `metadata`); a list of per-step dicts with those keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import pickle
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gailkit import fsutil
+from gailkit.demos.arrow_io import from_columns
+from gailkit.demos.core import Demos, DemoMeta
+from gailkit.errors import DemoError
+
+_NUMPY = {
+    ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
+    ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
+    ("numpy", "ndarray"), ("numpy", "dtype"),
+}
+_IMITATION = {"Trajectory", "TrajectoryWithRew", "Transitions", "TransitionsWithRew", "TransitionsMinimal"}
+_BUILTINS = {"dict", "list", "tuple", "set", "frozenset", "bytearray", "complex", "slice", "object"}
+_NUMPY_DTYPE_CLASSES = "numpy.dtypes"  # numpy >= 1.25 pickles dtypes via these classes
+
+
+class _RefusedGlobal(Exception):
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name
+
+
+class RestrictedUnpickler(pickle.Unpickler):
+    """Admits only the globals listed above; anything else raises before it can be called."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _NUMPY or module == _NUMPY_DTYPE_CLASSES:
+            return super().find_class(module, name)
+        if module == "builtins" and name in _BUILTINS:
+            return super().find_class(module, name)
+        if (module, name) in {("collections", "OrderedDict"), ("copyreg", "_reconstructor")}:
+            return super().find_class(module, name)
+        if module == "imitation.data.types" and name in _IMITATION:
+            return super().find_class(module, name)
+        raise _RefusedGlobal(f"{module}.{name}")
+
+
+def _unpickle(path: Path, unsafe: bool) -> Any:
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise DemoError(f"{path}: cannot read ({e.strerror})") from None
+    if not data:
+        raise DemoError(f"{path}: empty file")
+    try:
+        if unsafe:
+            return pickle.loads(data)
+        return RestrictedUnpickler(io.BytesIO(data)).load()
+    except _RefusedGlobal as e:
+        raise DemoError(
+            f"{path}: refused to unpickle '{e.name}' (a pickle can run code; only numpy arrays, "
+            "imitation's data types and plain containers load by default); pass --unsafe-pickle "
+            "only if you trust this file"
+        ) from None
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError, KeyError) as e:
+        raise DemoError(f"{path}: truncated or corrupt pickle ({type(e).__name__}: {e})") from None
+
+
+def read(path: Path, unsafe: bool = False) -> Demos:
+    obj = _unpickle(path, unsafe)
+    if isinstance(obj, dict):
+        return _from_dict(obj, path)
+    if _is_transitions(obj):
+        return _from_transitions(obj, path)
+    if isinstance(obj, (list, tuple)):
+        if not obj:
+            raise DemoError(f"{path}: holds an empty list (no transitions)")
+        if all(_is_trajectory(t) for t in obj):
+            return _from_trajectories(list(obj), path)
+        if all(isinstance(t, dict) for t in obj):
+            return _from_step_dicts(obj, path)
+        kinds = sorted({type(t).__name__ for t in obj})
+        raise DemoError(f"{path}: a list of {', '.join(kinds)}; expected imitation trajectories or per-step dicts")
+    raise DemoError(f"{path}: holds a {type(obj).__name__}; expected trajectories, Transitions or a dict of arrays")
+
+
+def _is_trajectory(obj: Any) -> bool:
+    return dataclasses.is_dataclass(obj) and {"obs", "acts", "terminal"} <= {f.name for f in dataclasses.fields(obj)}
+
+
+def _is_transitions(obj: Any) -> bool:
+    return dataclasses.is_dataclass(obj) and {"obs", "acts", "next_obs", "dones"} <= {f.name for f in dataclasses.fields(obj)}
+
+
+def _array(value: Any, name: str, path: Path, where: str = "") -> np.ndarray:
+    if isinstance(value, dict):
+        raise DemoError(f"{path}: {where}'{name}' is a dict (Dict observation spaces are not supported)")
+    try:
+        return np.asarray(value)
+    except ValueError:
+        raise DemoError(f"{path}: {where}'{name}' is ragged (entries of different shapes)") from None
+
+
+def _from_dict(d: dict, path: Path) -> Demos:
+    for key in ("obs", "acts", "next_obs"):
+        if key not in d:
+            raise DemoError(f"{path}: dict has no key '{key}' (has: {', '.join(map(str, d))})")
+    cols = {k: _array(v, k, path) for k, v in d.items()
+            if k in ("obs", "acts", "next_obs", "dones", "terminated", "truncated", "rews", "episode_id", "step")}
+    meta_d = d.get("metadata")
+    meta = DemoMeta.from_json(meta_d, "pickle/dict", str(path)) if isinstance(meta_d, dict) else DemoMeta(
+        format="pickle/dict", path=str(path))
+    return from_columns(cols, meta, path)
+
+
+def _truncated_from_infos(infos: Any, dones: np.ndarray) -> np.ndarray:
+    """SB3 and imitation mark time-limit ends in infos as `TimeLimit.truncated`."""
+    truncated = np.zeros(len(dones), bool)
+    if infos is not None:
+        for i, info in enumerate(infos):
+            if dones[i] and isinstance(info, dict) and info.get("TimeLimit.truncated", False):
+                truncated[i] = True
+    return truncated
+
+
+def _from_transitions(t: Any, path: Path) -> Demos:
+    dones = _array(t.dones, "dones", path).astype(bool)
+    truncated = _truncated_from_infos(getattr(t, "infos", None), dones)
+    cols = {"obs": _array(t.obs, "obs", path), "acts": _array(t.acts, "acts", path),
+            "next_obs": _array(t.next_obs, "next_obs", path), "terminated": dones & ~truncated, "truncated": truncated}
+    if getattr(t, "rews", None) is not None:
+        cols["rews"] = _array(t.rews, "rews", path)
+    return from_columns(cols, DemoMeta(format="pickle/transitions", path=str(path)), path)
+
+
+def _from_trajectories(trajs: list, path: Path) -> Demos:
+    obs, next_obs, acts, rews, term, trunc, ep, step = [], [], [], [], [], [], [], []
+    with_rews = all(getattr(t, "rews", None) is not None for t in trajs)
+    for i, t in enumerate(trajs):
+        o = _array(t.obs, "obs", path, f"trajectory {i}: ")
+        a = _array(t.acts, "acts", path, f"trajectory {i}: ")
+        n = len(a)
+        if len(o) != n + 1:
+            raise DemoError(f"{path}: trajectory {i} has {len(o)} obs for {n} acts (needs acts + 1)")
+        obs.append(o[:-1])
+        next_obs.append(o[1:])
+        acts.append(a)
+        last = np.zeros(n, bool)
+        if n:
+            last[-1] = True
+        term.append(last & bool(t.terminal))
+        trunc.append(last & (not t.terminal))
+        ep.append(np.full(n, i, np.int64))
+        step.append(np.arange(n, dtype=np.int64))
+        if with_rews:
+            r = _array(t.rews, "rews", path, f"trajectory {i}: ")
+            if len(r) != n:
+                raise DemoError(f"{path}: trajectory {i} has {len(r)} rews for {n} acts")
+            rews.append(r)
+    cols = {"obs": np.concatenate(obs), "acts": np.concatenate(acts), "next_obs": np.concatenate(next_obs),
+            "terminated": np.concatenate(term), "truncated": np.concatenate(trunc),
+            "episode_id": np.concatenate(ep), "step": np.concatenate(step)}
+    if with_rews:
+        cols["rews"] = np.concatenate(rews)
+    return from_columns(cols, DemoMeta(format="pickle/trajectories", path=str(path)), path)
+
+
+def _from_step_dicts(steps: list[dict], path: Path) -> Demos:
+    keys = set(steps[0])
+    for i, s in enumerate(steps):
+        if set(s) != keys:
+            raise DemoError(f"{path}: step dict {i} has keys {sorted(s)}, step 0 has {sorted(keys)}")
+    stacked = {}
+    for k in keys:
+        try:
+            stacked[k] = np.stack([np.asarray(s[k]) for s in steps])
+        except ValueError:
+            raise DemoError(f"{path}: key '{k}' has entries of different shapes across steps") from None
+    return _from_dict(stacked, path)
+
+
+def write(demos: Demos, path: Path, layout: str = "dict") -> None:
+    """`layout="dict"`: a dict of arrays with gailkit metadata (lossless). `"trajectories"`: a
+    list of imitation `TrajectoryWithRew` / `Trajectory` for imitation's own tools."""
+    if layout == "dict":
+        obj: Any = {**demos.columns(), "metadata": demos.meta.to_json()}
+    elif layout == "trajectories":
+        from gailkit.demos.imitation_adapter import to_trajectories
+
+        obj = to_trajectories(demos)
+    else:
+        raise DemoError(f"--pickle-layout {layout!r}: expected 'dict' or 'trajectories'")
+    with fsutil.atomic_path(path) as tmp, open(tmp, "wb") as f:
+        pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)

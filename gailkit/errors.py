@@ -1,0 +1,21 @@
+"""Errors meant for users: each carries one line saying what, where, and what to do."""
+
+
+class GailkitError(Exception):
+    """Base class of every error the CLI prints as one line (exit code 2)."""
+
+
+class ConfigError(GailkitError):
+    """A setting is unknown, of the wrong type, or impossible."""
+
+
+class EnvError(GailkitError):
+    """An `--env` name does not resolve, or the env does not fit what was asked of it."""
+
+
+class DemoError(GailkitError):
+    """A demonstration file is missing, unreadable, or does not fit the env."""
+
+
+class ExpertError(GailkitError):
+    """An expert cannot be loaded or does not fit the env."""

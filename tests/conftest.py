@@ -1,0 +1,36 @@
+"""Shared fixtures: small real demos recorded from real envs and experts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gailkit import experts
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def custom_demos():
+    """5 episodes of CustomEnv from its scripted expert (40 transitions)."""
+    policy, env_id, _ = experts.load_expert("scripted", "CustomEnv", deterministic=True)
+    return experts.record(policy, env_id, episodes=5, seed=0, source="scripted")
+
+
+@pytest.fixture(scope="session")
+def cartpole_demos():
+    """3 short episodes of CartPole-v1 from a random policy (discrete actions, with terminations)."""
+    rng = np.random.default_rng(0)
+    return experts.record(lambda obs: int(rng.integers(2)), "CartPole-v1", episodes=3, seed=0, source="random")
+
+
+def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run `gailkit ARGS` in a fresh interpreter, as a user would."""
+    env = dict(os.environ, PYTHONWARNINGS="ignore::DeprecationWarning")
+    return subprocess.run([sys.executable, "-m", "gailkit.cli", *args], cwd=cwd or ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)

@@ -1,0 +1,64 @@
+import pytest
+
+from gailkit import config
+from gailkit.config import ExpertConfig
+from gailkit.errors import ConfigError
+
+
+def test_defaults_then_yaml_then_overrides(tmp_path):
+    f = tmp_path / "cfg.yaml"
+    f.write_text("env: {id: CartPole-v1}\ntotal_timesteps: 1e5\nppo:\n  n_steps: 32\n  net_arch: [16]\n")
+    cfg = config.build(ExpertConfig, [(str(f), config.read_yaml(f))], ["ppo.n_steps=64", "ppo.gamma=0.9"])
+    assert cfg.env.id == "CartPole-v1"
+    assert cfg.total_timesteps == 100_000 and isinstance(cfg.total_timesteps, int)
+    assert cfg.ppo.n_steps == 64 and cfg.ppo.gamma == 0.9 and cfg.ppo.net_arch == [16]
+    assert cfg.ppo.batch_size == ExpertConfig().ppo.batch_size  # untouched keys keep defaults
+
+
+def test_unknown_key_names_full_path_and_suggests(tmp_path):
+    f = tmp_path / "cfg.yaml"
+    f.write_text("ppo:\n  n_stepz: 3\n")
+    with pytest.raises(ConfigError, match=r"cfg.yaml: unknown setting 'ppo.n_stepz' \(did you mean 'n_steps'"):
+        config.build(ExpertConfig, [(str(f), config.read_yaml(f))])
+    with pytest.raises(ConfigError, match="unknown setting 'ppo.gama'"):
+        config.build(ExpertConfig, overrides=["ppo.gama=0.9"])
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("ppo.n_steps=abc", "'ppo.n_steps': expected an integer, got 'abc'"),
+        ("ppo.n_steps=1.5", "'ppo.n_steps': expected an integer, got 1.5"),
+        ("ppo.use_sde=3", "'ppo.use_sde': expected true or false"),
+        ("ppo.net_arch=7", "'ppo.net_arch': expected a list"),
+        ("ppo.activation=sigmoid", "'ppo.activation': expected one of 'tanh', 'relu'"),
+        ("env=3", "env: expected a mapping"),
+        ("nokey", "expected KEY=VALUE"),
+    ],
+)
+def test_wrong_types_fail_with_path(override, message):
+    with pytest.raises(ConfigError) as e:
+        config.build(ExpertConfig, overrides=[override])
+    assert message in str(e.value)
+
+
+def test_env_kwargs_are_free_form():
+    cfg = config.build(ExpertConfig, overrides=["env.kwargs.max_steps=3"])
+    assert cfg.env.kwargs == {"max_steps": 3}
+
+
+def test_bad_yaml_file(tmp_path):
+    f = tmp_path / "bad.yaml"
+    f.write_text("ppo: [1, 2\n")
+    with pytest.raises(ConfigError, match="bad.yaml: line .* not valid YAML"):
+        config.read_yaml(f)
+    f.write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="expected a mapping"):
+        config.read_yaml(f)
+
+
+def test_save_yaml_round_trip(tmp_path):
+    cfg = config.build(ExpertConfig, overrides=["ppo.n_steps=8", "env.id=CustomEnv"])
+    config.save_yaml(cfg, tmp_path / "out.yaml")
+    again = config.build(ExpertConfig, [("out.yaml", config.read_yaml(tmp_path / "out.yaml"))])
+    assert again == cfg

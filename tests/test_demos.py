@@ -1,0 +1,309 @@
+import dataclasses
+import pickle
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from gailkit import demos, envs
+from gailkit.demos import DemoError, DemoWarning
+
+FILE_SUFFIXES = ["x.arrow", "x.feather", "x.parquet", "x.pkl"]
+
+
+def assert_same(a: demos.Demos, b: demos.Demos):
+    for name, col in a.columns().items():
+        other = getattr(b, name)
+        assert other is not None, name
+        assert col.shape == other.shape and np.array_equal(col, other), name
+
+
+@pytest.mark.parametrize("name", FILE_SUFFIXES + ["dataset_dir"])
+def test_round_trip_every_format(tmp_path, custom_demos, name):
+    path = demos.save(custom_demos, tmp_path / name)
+    back = demos.load_file(path)
+    assert_same(custom_demos, back)
+    if name != "dataset_dir":  # imitation's folder format has no place for gailkit metadata
+        assert back.meta.env_id == "CustomEnv" and back.meta.source == "scripted"
+        assert back.meta.observation_space == custom_demos.meta.observation_space
+
+
+def test_round_trip_discrete_with_terminations(tmp_path, cartpole_demos):
+    assert cartpole_demos.terminated.sum() == 3  # random CartPole falls over: terminations, no truncation
+    for name in FILE_SUFFIXES + ["ds"]:
+        assert_same(cartpole_demos, demos.load_file(demos.save(cartpole_demos, tmp_path / name)))
+
+
+def test_image_observations_keep_their_shape(tmp_path):
+    rng = np.random.default_rng(0)
+    n = 6
+    obs = rng.integers(0, 255, (n, 4, 5, 3), dtype=np.uint8)
+    d = demos.Demos(obs=obs, acts=rng.integers(0, 3, n), next_obs=obs[::-1].copy(), terminated=np.eye(n, dtype=bool)[-1],
+                    truncated=np.zeros(n, bool), episode_id=np.zeros(n, np.int64), step=np.arange(n))
+    for name in ["i.arrow", "i.parquet", "i.pkl"]:
+        back = demos.load_file(demos.save(d, tmp_path / name))
+        assert back.obs.shape == (n, 4, 5, 3) and back.obs.dtype == np.uint8
+        assert_same(d, back)
+
+
+def test_arrow_load_is_zero_copy(tmp_path, custom_demos):
+    back = demos.load_file(demos.save(custom_demos, tmp_path / "z.arrow"))
+    assert not back.obs.flags.writeable  # a view of the memory-mapped file, not a copy
+
+
+def test_trajectory_pickle_and_truncation(tmp_path, custom_demos):
+    d = dataclasses.replace(custom_demos, terminated=np.zeros(len(custom_demos), bool), truncated=custom_demos.terminated.copy())
+    path = demos.save(d, tmp_path / "t.pkl", pickle_layout="trajectories")
+    back = demos.load_file(path)
+    assert back.meta.format == "pickle/trajectories"
+    assert_same(d, back)
+
+
+def test_imitation_transitions_pickle(tmp_path, custom_demos):
+    from imitation.data import types
+
+    d = custom_demos
+    infos = np.array([{"TimeLimit.truncated": bool(i == len(d) - 1)} for i in range(len(d))])
+    t = types.TransitionsWithRew(obs=d.obs, acts=d.acts, next_obs=d.next_obs, dones=d.dones, infos=infos, rews=d.rews)
+    (tmp_path / "tr.pkl").write_bytes(pickle.dumps(t))
+    back = demos.load_file(tmp_path / "tr.pkl")
+    assert back.meta.format == "pickle/transitions"
+    assert back.truncated[-1] and not back.terminated[-1]
+    assert back.terminated.sum() == d.terminated.sum() - 1
+    assert np.array_equal(back.episode_id, d.episode_id) and np.array_equal(back.obs, d.obs)
+
+
+def test_dict_of_arrays_and_step_dicts(tmp_path, cartpole_demos):
+    d = cartpole_demos
+    plain = {"obs": d.obs, "acts": d.acts, "next_obs": d.next_obs, "dones": d.dones, "rews": d.rews}
+    (tmp_path / "plain.pkl").write_bytes(pickle.dumps(plain))
+    steps = [{k: v[i] for k, v in plain.items()} for i in range(len(d))]
+    (tmp_path / "steps.pickle").write_bytes(pickle.dumps(steps))
+    for name in ("plain.pkl", "steps.pickle"):
+        back = demos.load_file(tmp_path / name)
+        assert np.array_equal(back.episode_id, d.episode_id) and np.array_equal(back.step, d.step)
+        assert np.array_equal(back.acts, d.acts) and back.meta.env_id is None
+
+
+def test_imitation_serialize_folder(tmp_path, custom_demos):
+    from imitation.data import serialize
+
+    from gailkit.demos.imitation_adapter import to_trajectories
+
+    serialize.save(tmp_path / "imit", to_trajectories(custom_demos))
+    back = demos.load(tmp_path / "imit")
+    assert back.meta.format == "imitation-dataset"
+    assert_same(custom_demos, back)
+
+
+def test_mixed_folder_serves_each_env_its_own(tmp_path, custom_demos, cartpole_demos):
+    demos.save(custom_demos, tmp_path / "custom.arrow")
+    demos.save(cartpole_demos, tmp_path / "sub" / "cartpole.parquet")
+    demos.save(custom_demos, tmp_path / "sub" / "custom.pkl")
+    # no metadata: a plain dict of arrays, used when its shapes fit the env
+    (tmp_path / "anon.pkl").write_bytes(pickle.dumps(
+        {"obs": custom_demos.obs, "acts": custom_demos.acts, "next_obs": custom_demos.next_obs, "dones": custom_demos.dones}))
+    got = demos.load(tmp_path, env_id="CustomEnv", spaces=envs.spaces("CustomEnv"))
+    assert len(got) == 3 * len(custom_demos) and got.n_episodes == 3 * custom_demos.n_episodes
+    assert len(np.unique(got.episode_id)) == got.n_episodes
+    assert got.meta.format == "mixed" and got.rews is None  # the anonymous file has no rews
+    cp = demos.load(tmp_path, env_id="CartPole-v1", spaces=envs.spaces("CartPole-v1"))
+    assert len(cp) == len(cartpole_demos)
+
+
+def test_folder_without_the_env_says_what_it_holds(tmp_path, custom_demos):
+    demos.save(custom_demos, tmp_path / "custom.arrow")
+    with pytest.raises(DemoError, match=r"no demos for Pendulum-v1; it holds: custom.arrow \(CustomEnv\)"):
+        demos.load(tmp_path, env_id="Pendulum-v1", spaces=envs.spaces("Pendulum-v1"))
+
+
+def test_empty_folder_and_missing_path(tmp_path):
+    with pytest.raises(DemoError, match="no demo files"):
+        demos.load(tmp_path)
+    with pytest.raises(DemoError, match="no such file or folder"):
+        demos.load(tmp_path / "nope")
+    (tmp_path / "x.csv").write_text("a,b\n")
+    with pytest.raises(DemoError, match="unknown demo format"):
+        demos.load(tmp_path / "x.csv")
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation: each problem is one DemoError naming file, column and row.
+
+
+def _with(d, **cols):
+    return dataclasses.replace(d, **cols)
+
+
+def _save_and_load(tmp_path, d, env_id):
+    path = demos.save(d, tmp_path / "bad.arrow")
+    return demos.load(path, env_id=env_id, spaces=envs.spaces(env_id))
+
+
+def test_shape_mismatch(tmp_path, custom_demos):
+    with pytest.raises(DemoError, match=r"bad.arrow: column 'obs' has shape \(2,\) per row, the env's space .* has \(4,\)"):
+        _save_and_load(tmp_path, dataclasses.replace(custom_demos, meta=demos.DemoMeta()), "CartPole-v1")
+
+
+def test_demos_for_another_env(tmp_path, custom_demos):
+    with pytest.raises(DemoError, match="no demos for CartPole-v1; it holds: bad.arrow \\(CustomEnv\\)"):
+        _save_and_load(tmp_path, custom_demos, "CartPole-v1")
+
+
+def test_float_actions_for_discrete(tmp_path, cartpole_demos):
+    d = _with(cartpole_demos, acts=cartpole_demos.acts.astype(np.float32))
+    with pytest.raises(DemoError, match="column 'acts' has dtype float32, expected integers"):
+        _save_and_load(tmp_path, d, "CartPole-v1")
+
+
+def test_discrete_action_out_of_range(tmp_path, cartpole_demos):
+    acts = cartpole_demos.acts.copy()
+    acts[7] = 2
+    with pytest.raises(DemoError, match=r"column 'acts' row 7 is 2, outside Discrete\(2\)"):
+        _save_and_load(tmp_path, _with(cartpole_demos, acts=acts), "CartPole-v1")
+
+
+@pytest.mark.parametrize("column", ["obs", "next_obs", "acts"])
+def test_nan_and_inf(tmp_path, custom_demos, column):
+    arr = getattr(custom_demos, column).copy()
+    arr[11, 1] = np.nan if column != "acts" else np.inf
+    with pytest.raises(DemoError, match=f"column '{column}' row 11 is not finite"):
+        _save_and_load(tmp_path, _with(custom_demos, **{column: arr}), "CustomEnv")
+
+
+def test_out_of_bounds_actions_warn(tmp_path, custom_demos):
+    acts = custom_demos.acts.copy()
+    acts[3] = 1.5
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _save_and_load(tmp_path, _with(custom_demos, acts=acts), "CustomEnv")
+    assert any(issubclass(w.category, DemoWarning) and "1 of 40 rows outside" in str(w.message)
+               and "first at row 3" in str(w.message) for w in caught)
+
+
+def test_ragged_columns(tmp_path, custom_demos):
+    d = custom_demos
+    (tmp_path / "r.pkl").write_bytes(pickle.dumps({"obs": d.obs, "acts": d.acts[:-1], "next_obs": d.next_obs, "dones": d.dones}))
+    with pytest.raises(DemoError, match="r.pkl: column 'acts' has 39 rows, 'obs' has 40"):
+        demos.load(tmp_path / "r.pkl")
+
+
+def test_ragged_episode_steps(tmp_path, custom_demos):
+    step = custom_demos.step.copy()
+    step[10] = 5
+    with pytest.raises(DemoError, match=r"column 'step' row 10 is 5, expected 2 \(episode 1 is ragged"):
+        _save_and_load(tmp_path, _with(custom_demos, step=step), "CustomEnv")
+
+
+def test_episode_ending_early(tmp_path, custom_demos):
+    term = custom_demos.terminated.copy()
+    term[2] = True
+    with pytest.raises(DemoError, match="row 2 ends its episode .* but episode 0 goes on"):
+        _save_and_load(tmp_path, _with(custom_demos, terminated=term), "CustomEnv")
+
+
+def test_ragged_trajectory_pickle(tmp_path, custom_demos):
+    from gailkit.demos.imitation_adapter import to_trajectories
+
+    trajs = to_trajectories(custom_demos)
+    object.__setattr__(trajs[1], "acts", trajs[1].acts[:-1])  # a pickle skips imitation's own __post_init__ check
+    (tmp_path / "t.pkl").write_bytes(pickle.dumps(trajs))
+    with pytest.raises(DemoError, match=r"t.pkl: trajectory 1 has 9 obs for 7 acts"):
+        demos.load(tmp_path / "t.pkl")
+
+
+@pytest.mark.parametrize("name", ["e.arrow", "e.parquet", "e.pkl"])
+def test_empty_file(tmp_path, name):
+    (tmp_path / name).write_bytes(b"")
+    with pytest.raises(DemoError, match=f"{name}: "):
+        demos.load(tmp_path / name)
+
+
+def test_zero_transitions(tmp_path, custom_demos):
+    path = demos.save(custom_demos, tmp_path / "z.arrow")
+    empty = demos.Demos(**{k: v[:0] for k, v in custom_demos.columns().items()}, meta=custom_demos.meta)
+    demos.save(empty, path)
+    with pytest.raises(DemoError, match="z.arrow: holds no transitions"):
+        demos.load(path)
+
+
+@pytest.mark.parametrize("name", ["c.arrow", "c.parquet", "c.pkl"])
+def test_truncated_file(tmp_path, custom_demos, name):
+    path = demos.save(custom_demos, tmp_path / name)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(DemoError, match=f"{name}: .*(truncated or corrupt|missing)"):
+        demos.load(path)
+
+
+def test_corrupt_file(tmp_path):
+    (tmp_path / "junk.arrow").write_bytes(b"ARROW1" + bytes(range(256)) * 4)
+    with pytest.raises(DemoError, match="junk.arrow: not a readable arrow file"):
+        demos.load(tmp_path / "junk.arrow")
+
+
+def test_missing_column(tmp_path, custom_demos):
+    import pyarrow as pa
+    import pyarrow.feather as feather
+
+    table = demos.arrow_io.to_table(custom_demos).drop_columns(["next_obs"])
+    feather.write_feather(table, str(tmp_path / "m.feather"), compression="uncompressed")
+    with pytest.raises(DemoError, match="m.feather: missing column 'next_obs'"):
+        demos.load(tmp_path / "m.feather")
+    assert isinstance(table, pa.Table)
+
+
+# ---------------------------------------------------------------------------------------------
+# Restricted unpickling.
+
+
+class _Exploit:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+
+        return os.system, (f"touch {self.marker}",)
+
+
+def test_code_running_pickle_is_refused_before_it_runs(tmp_path):
+    marker = tmp_path / "pwned"
+    (tmp_path / "evil.pkl").write_bytes(pickle.dumps({"obs": _Exploit(marker)}))
+    with pytest.raises(DemoError, match=r"evil.pkl: refused to unpickle 'posix.system'.*--unsafe-pickle"):
+        demos.load(tmp_path / "evil.pkl")
+    assert not marker.exists()
+
+
+def test_eval_and_user_classes_are_refused(tmp_path):
+    class_payload = pickle.dumps(demos.DemoMeta())
+    (tmp_path / "cls.pkl").write_bytes(class_payload)
+    with pytest.raises(DemoError, match="refused to unpickle 'gailkit.demos.core.DemoMeta'"):
+        demos.load_file(tmp_path / "cls.pkl")
+    # a hand-written pickle calling builtins.eval
+    (tmp_path / "eval.pkl").write_bytes(b"cbuiltins\neval\n(S'1+1'\ntR.")
+    with pytest.raises(DemoError, match="refused to unpickle 'builtins.eval'"):
+        demos.load_file(tmp_path / "eval.pkl")
+
+
+def test_unsafe_pickle_opt_in_loads_other_classes(tmp_path, custom_demos):
+    import collections
+
+    Box = collections.namedtuple("Box", "obs")  # not on the allow-list
+    payload = {"obs": custom_demos.obs, "acts": custom_demos.acts, "next_obs": custom_demos.next_obs,
+               "dones": custom_demos.dones, "extra": Box(1)}
+    globals()["Box"] = Box
+    Box.__qualname__ = "Box"
+    (tmp_path / "nt.pkl").write_bytes(pickle.dumps(payload))
+    with pytest.raises(DemoError, match="refused"):
+        demos.load_file(tmp_path / "nt.pkl")
+    assert len(demos.load_file(tmp_path / "nt.pkl", unsafe_pickle=True)) == len(custom_demos)
+
+
+def test_summary(custom_demos):
+    s = demos.summarize(custom_demos)
+    assert s["episodes"] == 5 and s["transitions"] == 40
+    assert s["return_mean"] == 1.0 and s["length_mean"] == 8.0
+    assert s["observation_space"] == "Box(2,) float32" and s["env_id"] == "CustomEnv"
+    assert isinstance(gym.spaces.Box(-1, 1, (2,)), gym.Space)

@@ -1,0 +1,79 @@
+import json
+
+import numpy as np
+import pytest
+
+from gailkit import config, demos, experts
+from gailkit.config import ExpertConfig
+from gailkit.errors import ConfigError, ExpertError
+
+
+@pytest.fixture(scope="module")
+def tiny_expert(tmp_path_factory):
+    cfg = config.build(ExpertConfig, overrides=[
+        "env.id=CartPole-v1", "total_timesteps=256", "n_envs=2", "eval_episodes=2",
+        "ppo.n_steps=64", "ppo.batch_size=64", "ppo.n_epochs=1", "ppo.net_arch=[16]",
+    ])
+    out = tmp_path_factory.mktemp("expert") / "cp.zip"
+    info = experts.train_expert(cfg, out, log=lambda s: None)
+    return out, info
+
+
+def test_train_expert_saves_zip_and_metadata(tiny_expert):
+    out, info = tiny_expert
+    assert out.is_file() and out.with_suffix(".json").is_file()
+    meta = json.loads(out.with_suffix(".json").read_text())
+    assert meta["env_id"] == "CartPole-v1" and meta["mean_return"] == info["mean_return"] > 0
+    assert meta["config"]["ppo"]["net_arch"] == [16]
+    assert not [p for p in out.parent.iterdir() if ".tmp" in p.name]  # no temp files left
+
+
+def test_record_from_sb3_expert(tiny_expert):
+    out, _ = tiny_expert
+    policy, env_id, info = experts.load_expert(str(out), None, deterministic=True)
+    assert env_id == "CartPole-v1" and info["env_id"] == env_id
+    d = experts.record(policy, env_id, episodes=2, seed=3, source=str(out))
+    assert d.n_episodes == 2 and d.acts.dtype.kind == "i" and d.meta.source == str(out)
+    again = experts.record(policy, env_id, episodes=2, seed=3, source=str(out))
+    assert np.array_equal(d.obs, again.obs)  # seeded episodes are reproducible
+
+
+def test_expert_for_another_env_is_refused(tiny_expert):
+    with pytest.raises(ExpertError, match="was trained on CartPole-v1, not Pendulum-v1"):
+        experts.load_expert(str(tiny_expert[0]), "Pendulum-v1", deterministic=True)
+
+
+def test_scripted_expert_matches_its_mapping(custom_demos):
+    from envs.custom_env import expert_action
+
+    assert np.allclose(custom_demos.acts, expert_action(custom_demos.obs))
+    assert np.abs(expert_action(np.array([0.5, -0.25])) - [0.25, 0.5]).max() < 1e-7
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("missing.zip", "no such file"),
+    ("telepathy", "not a .zip file, nor a scripted expert of CustomEnv \\(it has: scripted\\)"),
+    ("envs.custom_env:nothing", "cannot load"),
+])
+def test_bad_expert_specs(spec, message):
+    with pytest.raises(ExpertError, match=message):
+        experts.load_expert(spec, "CustomEnv", deterministic=True)
+
+
+def test_shipped_settings_are_found_and_valid():
+    for env_id in ("CartPole-v1", "Pendulum-v1"):
+        cfg = experts.expert_config(env_id)
+        assert cfg.env.id == env_id and cfg.total_timesteps >= 100_000
+
+
+def test_impossible_batch_size(tmp_path):
+    cfg = config.build(ExpertConfig, overrides=["env.id=CartPole-v1", "n_envs=1", "ppo.n_steps=8", "ppo.batch_size=64"])
+    with pytest.raises(ConfigError, match="'ppo.batch_size' 64 exceeds n_steps \\* n_envs = 8"):
+        experts.train_expert(cfg, tmp_path / "x.zip", log=lambda s: None)
+
+
+def test_slug():
+    assert experts.slug("CartPole-v1") == "cartpole"
+    assert experts.slug("seals/CartPole-v0") == "seals_cartpole"
+    assert experts.slug("envs.custom_env:CustomEnv") == "customenv"
+    assert isinstance(demos.Demos, type)
