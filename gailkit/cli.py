@@ -36,6 +36,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_flags(p)
     p.set_defaults(func=cmd_expert_train)
 
+    p = sub.add_parser("train", help="train a policy with GAIL from expert demos")
+    p.add_argument("--env", help="gymnasium id, envs/ name, module:Class or file.py:Class")
+    p.add_argument("--demos", help="a demo file or folder (default: data/)")
+    p.add_argument("--total-steps", type=int, help="env steps to collect in all")
+    p.add_argument("--device", help="learner device: auto (CUDA when present), cpu, cuda")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--run-dir", type=Path, help="where the run goes (default runs/<env>-<time>)")
+    p.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue a run from its newest checkpoint")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or per-round lines; metrics files only")
+    _add_config_flags(p)
+    p.set_defaults(func=cmd_train)
+
     dem = sub.add_parser("demos", help="record, inspect and convert demonstration files").add_subparsers(
         dest="action", required=True, metavar="ACTION")
     p = dem.add_parser("record", help="roll out an expert and write its transitions")
@@ -89,6 +101,42 @@ def cmd_expert_train(args: argparse.Namespace) -> int:
     info = experts.train_expert(cfg, out, device=device)
     print(f"expert {out}: mean return {info['mean_return']:.1f} ± {info['std_return']:.1f} over "
           f"{info['eval_episodes']} deterministic episodes ({info['train_seconds']:.0f} s of training)")
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    import time
+
+    from gailkit import config, experts, train
+    from gailkit.config import TrainConfig
+
+    overrides = list(args.overrides)
+    for flag, key in (("total_steps", "total_steps"), ("device", "device"), ("seed", "seed")):
+        if getattr(args, flag) is not None:
+            overrides.append(f"{key}={getattr(args, flag)}")
+    if args.resume is not None:
+        if args.env or args.demos or args.config:
+            raise config.ConfigError("--resume continues a run with its own config.yaml: drop --env, --demos and --config")
+        saved = args.resume / "config.yaml"
+        if not saved.is_file():
+            raise config.ConfigError(f"--resume {args.resume}: no config.yaml there (is it a run directory?)")
+        cfg = config.build(TrainConfig, [(str(saved), config.read_yaml(saved))], overrides)
+        run_dir = args.resume
+    else:
+        if not args.env:
+            raise config.ConfigError("--env is required (or --resume RUN_DIR)")
+        cfg = train.train_config(args.env, args.demos, args.config, overrides)
+        run_dir = args.run_dir or Path("runs") / f"{experts.slug(cfg.env.id)}-{time.strftime('%Y%m%d-%H%M%S')}"
+    s = train.train(cfg, run_dir, resume=args.resume is not None, quiet=args.quiet)
+    state = "interrupted, checkpoint saved" if s["interrupted"] else "done"
+    print(f"{state}: {s['rounds']} rounds, {s['env_steps']:,} env steps in {s['seconds']:.0f} s -> {s['run_dir']}")
+    if "return_mean" in s:
+        line = f"evaluation: return {s['return_mean']:.1f} ± {s['return_std']:.1f}"
+        if s.get("normalized") is not None:
+            line += f" (expert {s['expert_return']:.1f}, random {s['random_return']:.1f}, normalized {s['normalized']:.2f})"
+        if s.get("action_error") is not None:
+            line += f", action error vs scripted expert {s['action_error']:.3f}"
+        print(line)
     return 0
 
 

@@ -64,6 +64,53 @@ class ExpertConfig:
     ppo: PPOConfig = dataclasses.field(default_factory=PPOConfig)
 
 
+@dataclasses.dataclass
+class DiscConfig:
+    """The GAIL discriminator (imitation's `BasicRewardNet` with input normalization)."""
+
+    net_arch: list[int] = dataclasses.field(default_factory=lambda: [32, 32])
+    use_action: bool = True
+    use_next_state: bool = False
+    """Feed `next_obs` too; with `use_action: false` and this on, the discriminator is state-only."""
+    disc_lr: float = 3e-4
+    demo_batch_size: int = 256
+    """Expert transitions per discriminator batch (the same number of generator transitions join them)."""
+    n_disc_updates_per_round: int = 4
+    grad_penalty: float = 0.0
+    """Weight of the gradient penalty `(||grad D(x)|| - 1)^2` on expert/generator interpolates."""
+    ent_coef: float = 0.0
+    """Entropy bonus on the discriminator's Bernoulli output (Ho & Ermon's `entcoeff`)."""
+    reward_fn: Literal["auto", "gail", "airl", "negative"] = "auto"
+    """Generator reward from logit l: gail = -log(1 - D) >= 0 (pays for surviving), negative =
+    log D <= 0 (pays for ending), airl = l = log D - log(1 - D). auto: gail when most expert
+    episodes end by time limit, airl when most end by termination."""
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """How `gailkit train` runs GAIL."""
+
+    env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
+    demos: str = "data"
+    """A demo file or folder; a folder serves only the files for `env.id`."""
+    seed: int = 0
+    total_steps: int = 150_000
+    """Env steps to collect in all."""
+    device: str = "auto"
+    """Learner device: auto (CUDA when present), cpu, cuda, cuda:N."""
+    n_envs: int = 8
+    """Envs stepped by the in-process fleet."""
+    normalize_obs: bool = True
+    """Running observation normalization inside the policy (seeded from the expert's observations)."""
+    eval_every: int = 10
+    """Rounds between evaluations (0: only at the end)."""
+    eval_episodes: int = 10
+    checkpoint_every: int = 50
+    """Rounds between checkpoints (0: only at the end)."""
+    ppo: PPOConfig = dataclasses.field(default_factory=PPOConfig)
+    disc: DiscConfig = dataclasses.field(default_factory=DiscConfig)
+
+
 # ---------------------------------------------------------------------------------------------
 # Generic machinery: dict <-> dataclass with full-path errors.
 

@@ -1,0 +1,132 @@
+"""One actor: a few envs and a CPU copy of the policy, turning weights into fragments.
+
+Every episode starts from a seed drawn from the actor's own `np.random.Generator` (seeded
+`seed + actor_id`), and the actions taken since each env's last reset are kept, so the actor's
+whole state (`state()`) is a few numbers and action lists: restoring it resets each env with its
+episode seed and replays the actions, which rebuilds the env exactly for deterministic envs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import torch as th
+
+from gailkit import envs, policy
+from gailkit.config import EnvConfig, PPOConfig
+from gailkit.fragments import Fragment, Weights
+
+
+@dataclasses.dataclass
+class _EnvSlot:
+    env: Any
+    obs: np.ndarray | None = None
+    episode_seed: int = 0
+    actions: list = dataclasses.field(default_factory=list)
+    ret: float = 0.0
+    length: int = 0
+    starting: bool = True
+
+
+class Actor:
+    """`start()` makes the envs; `set_weights()` applies only newer versions; `sample()` steps."""
+
+    def __init__(self, env_cfg: EnvConfig, ppo_cfg: PPOConfig, normalize_obs: bool, actor_id: int,
+                 n_envs: int, seed: int):
+        self.env_cfg, self.ppo_cfg, self.normalize_obs = env_cfg, ppo_cfg, normalize_obs
+        self.actor_id, self.n_envs, self.seed = actor_id, n_envs, seed
+        self.version = -1
+        self._slots: list[_EnvSlot] = []
+        self._policy = None
+        self._rng: np.random.Generator | None = None
+
+    def start(self) -> None:
+        factory = envs.make_factory(self.env_cfg)
+        self._slots = [_EnvSlot(factory()) for _ in range(self.n_envs)]
+        first = self._slots[0].env
+        self.observation_space, self.action_space = first.observation_space, first.action_space
+        self._policy = policy.build(self.observation_space, self.action_space, self.ppo_cfg, self.normalize_obs, "cpu")
+        self._policy.set_training_mode(False)
+        self._rng = np.random.default_rng(self.seed + self.actor_id)
+        for slot in self._slots:
+            self._reset(slot, int(self._rng.integers(2**31)))
+
+    def _reset(self, slot: _EnvSlot, episode_seed: int) -> None:
+        slot.obs, _ = slot.env.reset(seed=episode_seed)
+        slot.episode_seed, slot.actions, slot.ret, slot.length, slot.starting = episode_seed, [], 0.0, 0, True
+
+    def set_weights(self, weights: Weights) -> bool:
+        """Apply `weights` if newer than what this actor has; return whether it did."""
+        if weights.version <= self.version:
+            return False
+        policy.set_weights(self._policy, weights)
+        self.version = weights.version
+        return True
+
+    def sample(self, n_steps: int) -> Fragment:
+        """Step every env `n_steps` times with the current policy."""
+        assert self._rng is not None, "call start() first"
+        obs_b, acts_b, next_b, term_b, trunc_b, logp_b, rew_b = [], [], [], [], [], [], []
+        first_starts = np.array([s.starting for s in self._slots])
+        ep_returns, ep_lengths = [], []
+        for _ in range(n_steps):
+            obs = np.stack([s.obs for s in self._slots])
+            acts, log_probs = policy.act(self._policy, obs)
+            env_acts = policy.env_action(self.action_space, acts)
+            nxt, rews, terms, truncs = [], [], [], []
+            for slot, a in zip(self._slots, env_acts):
+                o2, r, term, trunc, _ = slot.env.step(a)
+                slot.actions.append(a)
+                slot.ret += float(r)
+                slot.length += 1
+                slot.starting = False
+                nxt.append(o2)
+                rews.append(r)
+                terms.append(term)
+                truncs.append(trunc)
+                if term or trunc:
+                    ep_returns.append(slot.ret)
+                    ep_lengths.append(slot.length)
+                    self._reset(slot, int(self._rng.integers(2**31)))
+                else:
+                    slot.obs = o2
+            obs_b.append(obs)
+            acts_b.append(acts)
+            next_b.append(np.stack(nxt))
+            term_b.append(terms)
+            trunc_b.append(truncs)
+            logp_b.append(log_probs)
+            rew_b.append(rews)
+        return Fragment(
+            obs=np.stack(obs_b), acts=np.stack(acts_b), next_obs=np.stack(next_b),
+            terminated=np.array(term_b, bool), truncated=np.array(trunc_b, bool),
+            log_probs=np.stack(logp_b).astype(np.float32), rews=np.array(rew_b, np.float32),
+            first_starts=first_starts, episode_returns=np.array(ep_returns, np.float64),
+            episode_lengths=np.array(ep_lengths, np.int64), actor_id=self.actor_id, policy_version=self.version,
+        )
+
+    def state(self) -> dict[str, Any]:
+        """Everything needed to continue exactly: RNG state and each env's episode so far."""
+        assert self._rng is not None
+        return {
+            "rng": self._rng.bit_generator.state,
+            "envs": [{"episode_seed": s.episode_seed, "ret": s.ret, "starting": s.starting,
+                      "actions": th.as_tensor(np.array(s.actions)) if s.actions else None} for s in self._slots],
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        assert self._rng is not None, "call start() first"
+        self._rng.bit_generator.state = state["rng"]
+        for slot, saved in zip(self._slots, state["envs"]):
+            self._reset(slot, int(saved["episode_seed"]))
+            actions = [] if saved["actions"] is None else list(saved["actions"].numpy())
+            for a in actions:
+                slot.obs, _, _, _, _ = slot.env.step(a)
+            slot.actions, slot.length, slot.ret, slot.starting = actions, len(actions), float(saved["ret"]), bool(saved["starting"])
+
+    def stop(self) -> None:
+        for slot in self._slots:
+            slot.env.close()
+        self._slots = []

@@ -1,0 +1,90 @@
+"""What actors send the learner (`Fragment`) and what the learner sends actors (`Weights`)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class Fragment:
+    """`n_steps` steps of `n_envs` envs, collected with policy `policy_version`.
+
+    Arrays (T = n_steps, E = n_envs):
+      obs, next_obs: (T, E, *obs_shape); next_obs is the observation after the step, the final
+        one (before auto-reset) where the episode ended.
+      acts: (T, E, *act_shape), as sampled (continuous actions unclipped; the env got them clipped).
+      terminated, truncated: (T, E) bool.
+      log_probs: (T, E) float32, behaviour log-probabilities of `acts`.
+      rews: (T, E) float32, the env's own reward: reported, never trained on.
+      first_starts: (E,) bool, whether step 0 of each env began an episode.
+      episode_returns, episode_lengths: (K,) stats of the K episodes that finished in this fragment.
+    """
+
+    obs: np.ndarray
+    acts: np.ndarray
+    next_obs: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    log_probs: np.ndarray
+    rews: np.ndarray
+    first_starts: np.ndarray
+    episode_returns: np.ndarray
+    episode_lengths: np.ndarray
+    actor_id: int
+    policy_version: int
+
+    def __post_init__(self):
+        t, e = self.terminated.shape
+        for name in ("obs", "acts", "next_obs", "truncated", "log_probs", "rews"):
+            arr = getattr(self, name)
+            if arr.shape[:2] != (t, e):
+                raise ValueError(f"fragment field '{name}' has leading shape {arr.shape[:2]}, 'terminated' has {(t, e)}")
+        if self.obs.shape != self.next_obs.shape:
+            raise ValueError(f"fragment 'next_obs' shape {self.next_obs.shape} != 'obs' shape {self.obs.shape}")
+        if self.first_starts.shape != (e,):
+            raise ValueError(f"fragment 'first_starts' shape {self.first_starts.shape} != ({e},)")
+        if self.episode_returns.shape != self.episode_lengths.shape:
+            raise ValueError(f"fragment episode stats: {self.episode_returns.shape} returns vs {self.episode_lengths.shape} lengths")
+
+    @property
+    def n_steps(self) -> int:
+        return self.terminated.shape[0]
+
+    @property
+    def n_envs(self) -> int:
+        return self.terminated.shape[1]
+
+    @property
+    def dones(self) -> np.ndarray:
+        return self.terminated | self.truncated
+
+    def episode_starts(self) -> np.ndarray:
+        """(T, E) bool: step t began an episode (SB3's `episode_starts`)."""
+        return np.concatenate([self.first_starts[None], self.dones[:-1]], axis=0)
+
+
+def stack(fragments: list[Fragment]) -> Fragment:
+    """Join fragments of equal length and version side by side on the env axis (actor order)."""
+    if len(fragments) == 1:
+        return fragments[0]
+    lengths = {f.n_steps for f in fragments}
+    if len(lengths) != 1:
+        raise ValueError(f"fragments of different lengths {sorted(lengths)} cannot be stacked")
+    cat = lambda name, axis=1: np.concatenate([getattr(f, name) for f in fragments], axis=axis)  # noqa: E731
+    return Fragment(
+        obs=cat("obs"), acts=cat("acts"), next_obs=cat("next_obs"), terminated=cat("terminated"),
+        truncated=cat("truncated"), log_probs=cat("log_probs"), rews=cat("rews"),
+        first_starts=cat("first_starts", 0), episode_returns=cat("episode_returns", 0),
+        episode_lengths=cat("episode_lengths", 0), actor_id=-1,
+        policy_version=min(f.policy_version for f in fragments),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Weights:
+    """Policy parameters (with normalizer statistics) as numpy arrays, tagged with a version."""
+
+    version: int
+    tensors: dict[str, np.ndarray]

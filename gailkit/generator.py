@@ -1,0 +1,120 @@
+"""The GAIL generator: stable-baselines3's PPO update, fed from fragments instead of its own rollouts.
+
+The only module that touches SB3 internals: it writes SB3's `RolloutBuffer` arrays directly from
+a (stacked) fragment, computes GAE with SB3's own `compute_returns_and_advantage`, and runs
+`PPO.train()`. Values come from the learner's current critic in one batched pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch as th
+from stable_baselines3 import PPO
+from stable_baselines3.common.logger import Logger
+from stable_baselines3.common.vec_env import DummyVecEnv
+
+from gailkit import policy
+from gailkit.config import PPOConfig
+from gailkit.fragments import Fragment
+
+
+class _SpacesOnly(gym.Env):
+    """Gives SB3's PPO the spaces it asks its env for; never stepped."""
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space):
+        self.observation_space, self.action_space = observation_space, action_space
+
+    def reset(self, *, seed=None, options=None):  # pragma: no cover - never called
+        raise RuntimeError("the generator's env is a placeholder and is never stepped")
+
+    def step(self, action):  # pragma: no cover - never called
+        raise RuntimeError("the generator's env is a placeholder and is never stepped")
+
+
+class _Capture(Logger):
+    """An SB3 logger that only keeps the last values recorded (PPO.train's `train/...` stats)."""
+
+    def __init__(self):
+        super().__init__(folder=None, output_formats=[])
+
+    def dump(self, step: int = 0) -> None:
+        pass
+
+
+class Generator:
+    """Owns the policy the learner trains and SB3's PPO around it."""
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space, cfg: PPOConfig,
+                 normalize_obs: bool, n_envs: int, device: str | th.device, seed: int):
+        self.cfg = cfg
+        venv = DummyVecEnv([lambda: _SpacesOnly(observation_space, action_space)] * n_envs)
+        lr: Any = cfg.learning_rate
+        clip: Any = cfg.clip_range
+        if cfg.linear_schedule:
+            lr = lambda progress, v=cfg.learning_rate: progress * v  # noqa: E731  (progress: 1 -> 0)
+            clip = lambda progress, v=cfg.clip_range: progress * v  # noqa: E731
+        self.ppo = PPO(
+            "MlpPolicy", venv, learning_rate=lr, n_steps=cfg.n_steps, batch_size=cfg.batch_size,
+            n_epochs=cfg.n_epochs, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda, clip_range=clip,
+            ent_coef=cfg.ent_coef, vf_coef=cfg.vf_coef, max_grad_norm=cfg.max_grad_norm,
+            normalize_advantage=cfg.normalize_advantage, policy_kwargs=policy.policy_kwargs(cfg, normalize_obs),
+            device=device, seed=seed, verbose=0,
+        )
+        self.logger = _Capture()
+        self.ppo.set_logger(self.logger)
+
+    @property
+    def policy(self):
+        return self.ppo.policy
+
+    @property
+    def device(self) -> th.device:
+        return self.ppo.device
+
+    @th.no_grad()
+    def values(self, obs: np.ndarray) -> th.Tensor:
+        """(N,) critic values of a batch of raw observations (N, *obs_shape)."""
+        obs_t, _ = self.policy.obs_to_tensor(obs)
+        return self.policy.predict_values(obs_t).flatten()
+
+    def update(self, frag: Fragment, rewards: np.ndarray, progress_remaining: float) -> dict[str, float]:
+        """One PPO update on `frag` with `rewards` (T, E) (the discriminator's, not the env's)."""
+        t, e = frag.n_steps, frag.n_envs
+        buf = self.ppo.rollout_buffer
+        if (buf.buffer_size, buf.n_envs) != (t, e):
+            raise ValueError(f"fragment is {t} steps x {e} envs, PPO expects {buf.buffer_size} x {buf.n_envs}")
+        flat_obs = frag.obs.reshape(t * e, *frag.obs.shape[2:])
+        values = self.values(flat_obs).reshape(t, e)
+        rewards = np.asarray(rewards, np.float32).copy()
+        # Time-limit truncation is not a real end: bootstrap from the final observation's value
+        # (what SB3's collect_rollouts does, see SB3 issue 633).
+        cut = frag.truncated & ~frag.terminated
+        if cut.any():
+            rewards[cut] += self.cfg.gamma * self.values(frag.next_obs[cut]).cpu().numpy()
+        buf.reset()
+        buf.observations[:] = frag.obs.reshape(buf.observations.shape)
+        buf.actions[:] = frag.acts.reshape(buf.actions.shape)
+        buf.rewards[:] = rewards
+        buf.episode_starts[:] = frag.episode_starts()
+        buf.values[:] = values.cpu().numpy()
+        buf.log_probs[:] = frag.log_probs
+        buf.pos, buf.full = t, True
+        last_values = self.values(frag.next_obs[-1])
+        buf.compute_returns_and_advantage(last_values=last_values, dones=frag.dones[-1].astype(np.float32))
+        self.ppo._current_progress_remaining = progress_remaining
+        self.ppo.train()
+        stats = {k: float(v) for k, v in self.logger.name_to_value.items() if k.startswith("train/")}
+        self.logger.name_to_value.clear()
+        return stats
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"policy": self.policy.state_dict(), "optimizer": self.policy.optimizer.state_dict(),
+                "n_updates": self.ppo._n_updates}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.policy.load_state_dict(state["policy"])
+        self.policy.optimizer.load_state_dict(state["optimizer"])
+        self.ppo._n_updates = int(state["n_updates"])

@@ -1,0 +1,65 @@
+import gymnasium as gym
+import numpy as np
+import torch as th
+
+from gailkit import policy
+from gailkit.config import PPOConfig
+from gailkit.fragments import Fragment, stack
+
+CFG = PPOConfig(net_arch=[16])
+
+
+def test_normalizer_matches_numpy_over_batches():
+    space = gym.spaces.Box(-10, 10, (3,), np.float32)
+    pol = policy.build(space, gym.spaces.Discrete(2), CFG, normalize_obs=True)
+    norm = policy.normalizer(pol)
+    rng = np.random.default_rng(0)
+    data = rng.normal([1.0, -2.0, 5.0], [0.5, 2.0, 3.0], (1000, 3)).astype(np.float32)
+    for chunk in np.array_split(data, 7):
+        norm.update(th.as_tensor(chunk))
+    assert np.allclose(norm.mean.numpy(), data.mean(0), atol=1e-5)
+    assert np.allclose(norm.var.numpy(), data.var(0), rtol=1e-4)
+    out = norm(th.as_tensor(data)).numpy()
+    assert np.allclose(out.mean(0), 0, atol=1e-4) and np.allclose(out.std(0), 1, atol=1e-3)
+
+
+def test_weights_round_trip_carries_normalizer():
+    space = gym.spaces.Box(-1, 1, (2,), np.float32)
+    a = policy.build(space, space, CFG, normalize_obs=True)
+    policy.normalizer(a).update(th.randn(50, 2) * 3 + 1)
+    b = policy.build(space, space, CFG, normalize_obs=True)
+    policy.set_weights(b, policy.get_weights(a, version=3))
+    obs = np.random.default_rng(0).uniform(-1, 1, (5, 2)).astype(np.float32)
+    assert np.allclose(policy.act(a, obs, deterministic=True)[0], policy.act(b, obs, deterministic=True)[0])
+    assert th.equal(policy.normalizer(a).mean, policy.normalizer(b).mean)
+
+
+def test_act_shapes_and_clipping():
+    space = gym.spaces.Box(-1, 1, (2,), np.float32)
+    pol = policy.build(space, space, PPOConfig(net_arch=[8], log_std_init=2.0), normalize_obs=False)
+    acts, logp = policy.act(pol, np.zeros((64, 2), np.float32))
+    assert acts.shape == (64, 2) and logp.shape == (64,)
+    assert np.abs(acts).max() > 1  # sampled actions are unclipped ...
+    assert np.abs(policy.env_action(space, acts)).max() <= 1  # ... the env gets them clipped
+    pol_d = policy.build(space, gym.spaces.Discrete(3), CFG, normalize_obs=False)
+    acts, _ = policy.act(pol_d, np.zeros((4, 2), np.float32))
+    assert acts.shape == (4,) and set(acts) <= {0, 1, 2}
+
+
+def _frag(t, e, actor_id, version=0):
+    z = np.zeros((t, e), bool)
+    return Fragment(obs=np.zeros((t, e, 3)), acts=np.zeros((t, e)), next_obs=np.zeros((t, e, 3)), terminated=z,
+                    truncated=z, log_probs=np.zeros((t, e), np.float32), rews=np.zeros((t, e), np.float32),
+                    first_starts=np.ones(e, bool), episode_returns=np.zeros(0), episode_lengths=np.zeros(0, np.int64),
+                    actor_id=actor_id, policy_version=version)
+
+
+def test_fragment_shape_checks_and_stack():
+    import pytest
+
+    with pytest.raises(ValueError, match="fragment field 'obs' has leading shape"):
+        Fragment(**{**_frag(4, 2, 0).__dict__, "obs": np.zeros((3, 2, 3))})
+    both = stack([_frag(4, 2, 0), _frag(4, 3, 1)])
+    assert both.obs.shape == (4, 5, 3) and both.first_starts.shape == (5,)
+    with pytest.raises(ValueError, match="different lengths"):
+        stack([_frag(4, 2, 0), _frag(5, 2, 1)])
