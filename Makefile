@@ -4,18 +4,19 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 GAILKIT := $(VENV)/bin/gailkit
 
-.PHONY: setup run test bench-demos
+.PHONY: setup run test bench-demos bench-gail
 
 setup:
 	@bash scripts/setup.sh
 
 run: setup
-	$(GAILKIT) demos inspect data/
-	$(GAILKIT) demos record --expert experts/cartpole.zip --episodes 5 --out runs/demo/cartpole.arrow
-	$(GAILKIT) demos inspect runs/demo/cartpole.arrow
+	$(GAILKIT) train --env CartPole-v1 --demos data/
 
 test: setup
 	$(PY) -m pytest -q
 
 bench-demos: setup
 	$(PY) bench/demo_load.py
+
+bench-gail: setup
+	$(PY) bench/gail_vs_imitation.py --env CartPole-v1 --seeds 0 1 2 --steps 150000

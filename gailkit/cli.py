@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-dir", type=Path, help="where the run goes (default runs/<env>-<time>)")
     p.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue a run from its newest checkpoint")
     p.add_argument("--quiet", action="store_true", help="no progress bar or per-round lines; metrics files only")
+    p.add_argument("--unsafe-pickle", action="store_true", help="unpickle demo files with the plain unpickler (trusted files only)")
     _add_config_flags(p)
     p.set_defaults(func=cmd_train)
 
@@ -114,6 +115,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     for flag, key in (("total_steps", "total_steps"), ("device", "device"), ("seed", "seed")):
         if getattr(args, flag) is not None:
             overrides.append(f"{key}={getattr(args, flag)}")
+    if args.unsafe_pickle:
+        overrides.append("unsafe_pickle=true")
     if args.resume is not None:
         if args.env or args.demos or args.config:
             raise config.ConfigError("--resume continues a run with its own config.yaml: drop --env, --demos and --config")

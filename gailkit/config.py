@@ -93,6 +93,8 @@ class TrainConfig:
     env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
     demos: str = "data"
     """A demo file or folder; a folder serves only the files for `env.id`."""
+    unsafe_pickle: bool = False
+    """Unpickle demo files with the plain unpickler (only for files you trust)."""
     seed: int = 0
     total_steps: int = 150_000
     """Env steps to collect in all."""

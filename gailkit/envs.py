@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 from gailkit.config import EnvConfig
 from gailkit.errors import EnvError
@@ -148,3 +149,29 @@ def make_vec_env(cfg: EnvConfig | str, n_envs: int, seed: int, monitor: bool = T
     venv = DummyVecEnv([thunk] * n_envs)
     venv.seed(seed)
     return venv
+
+
+def run_episodes(act: Callable[[np.ndarray], Any], env_cfg, episodes: int, seed: int,
+                 expert_action: Callable | None = None) -> dict[str, float]:
+    """Episodes of `act` seeded `seed + i`: mean/std return, and the mean absolute action error
+    against `expert_action(obs)` when given (a scripted expert)."""
+    env = make_factory(env_cfg)()
+    returns, errors = [], []
+    try:
+        for i in range(episodes):
+            obs, _ = env.reset(seed=seed + i)
+            env.action_space.seed(seed + i)
+            total, done = 0.0, False
+            while not done:
+                a = act(obs)
+                if expert_action is not None:
+                    errors.append(float(np.abs(np.asarray(a) - expert_action(obs)).mean()))
+                obs, r, term, trunc, _ = env.step(a)
+                total, done = total + float(r), term or trunc
+            returns.append(total)
+    finally:
+        env.close()
+    out = {"return_mean": float(np.mean(returns)), "return_std": float(np.std(returns))}
+    if errors:
+        out["action_error"] = float(np.mean(errors))
+    return out

@@ -84,10 +84,10 @@ def train_expert(cfg: ExpertConfig, out: Path, device: str = "cpu", log: Callabl
     log(f"training PPO expert on {cfg.env.id} for {cfg.total_timesteps:,} steps ({cfg.n_envs} envs)")
     model.learn(total_timesteps=cfg.total_timesteps)
     seconds = time.perf_counter() - start
-    returns = evaluate_policy(sb3_policy(model, deterministic=True), cfg.env, cfg.eval_episodes, seed=cfg.seed + 10_000)
+    returns = envs.run_episodes(sb3_policy(model, deterministic=True), cfg.env, cfg.eval_episodes, seed=cfg.seed + 10_000)
     info = {
         "env_id": cfg.env.id, "algo": "PPO (stable-baselines3)",
-        "mean_return": float(np.mean(returns)), "std_return": float(np.std(returns)),
+        "mean_return": returns["return_mean"], "std_return": returns["return_std"],
         "eval_episodes": cfg.eval_episodes, "eval_seed": cfg.seed + 10_000, "deterministic": True,
         "train_seconds": round(seconds, 1), "gailkit_version": __version__, "config": config.to_dict(cfg),
     }
@@ -103,24 +103,6 @@ def sb3_policy(model: Any, deterministic: bool) -> Policy:
         return model.predict(obs, deterministic=deterministic)[0]
 
     return act
-
-
-def evaluate_policy(policy: Policy, env_cfg: EnvConfig | str, episodes: int, seed: int) -> np.ndarray:
-    """(episodes,) true returns of `policy` on fresh episodes seeded `seed + i`."""
-    env = envs.make_factory(env_cfg)()
-    returns = []
-    try:
-        for i in range(episodes):
-            obs, _ = env.reset(seed=seed + i)
-            total, done = 0.0, False
-            while not done:
-                obs, r, term, trunc, _ = env.step(policy(obs))
-                total += float(r)
-                done = term or trunc
-            returns.append(total)
-    finally:
-        env.close()
-    return np.asarray(returns)
 
 
 def load_expert(spec: str, env_id: str | None, deterministic: bool) -> tuple[Policy, str, dict]:

@@ -28,7 +28,7 @@ from gailkit.learner import ExpertData, Learner
 METRIC_COLUMNS = [
     "round", "env_steps", "time/elapsed_s", "time/fps", "time/collect_s", "time/reward_s", "time/ppo_s", "time/disc_s",
     "rollout/ep_rew_mean", "rollout/ep_len_mean", "disc/loss", "disc/acc_expert", "disc/acc_gen", "disc/entropy",
-    "disc/reward_mean", "train/policy_gradient_loss", "train/value_loss", "train/entropy_loss", "train/approx_kl",
+    "disc/reward_mean", "time/eval_s", "train/policy_gradient_loss", "train/value_loss", "train/entropy_loss", "train/approx_kl",
     "train/clip_fraction", "train/explained_variance", "train/std", "eval/return_mean", "eval/return_std",
     "eval/normalized", "eval/action_error",
 ]
@@ -84,31 +84,6 @@ def check_settings(cfg: TrainConfig) -> None:
         raise ConfigError("'ppo.use_sde': gSDE is not supported by the GAIL generator; set it to false")
     if not d.use_action and not d.use_next_state:
         raise ConfigError("'disc.use_action' and 'disc.use_next_state' are both false: the discriminator would see only obs")
-
-
-def run_episodes(act: Callable[[np.ndarray], Any], env_cfg, episodes: int, seed: int,
-                 expert_action: Callable | None = None) -> dict[str, float]:
-    """Deterministic evaluation: mean/std return (and action error against a scripted expert)."""
-    env = envs.make_factory(env_cfg)()
-    returns, errors = [], []
-    try:
-        for i in range(episodes):
-            obs, _ = env.reset(seed=seed + i)
-            env.action_space.seed(seed + i)
-            total, done = 0.0, False
-            while not done:
-                a = act(obs)
-                if expert_action is not None:
-                    errors.append(float(np.abs(np.asarray(a) - expert_action(obs)).mean()))
-                obs, r, term, trunc, _ = env.step(a)
-                total, done = total + float(r), term or trunc
-            returns.append(total)
-    finally:
-        env.close()
-    out = {"return_mean": float(np.mean(returns)), "return_std": float(np.std(returns))}
-    if errors:
-        out["action_error"] = float(np.mean(errors))
-    return out
 
 
 def _policy_actor(pol, action_space: gym.Space) -> Callable[[np.ndarray], Any]:
@@ -178,7 +153,8 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, quiet: bo
     check_settings(cfg)
     device = resolve_device(cfg.device)
     obs_space, act_space = envs.spaces(cfg.env)
-    expert_demos = demos.load(cfg.demos, env_id=cfg.env.id, spaces=(obs_space, act_space))
+    expert_demos = demos.load(cfg.demos, env_id=cfg.env.id, spaces=(obs_space, act_space),
+                              unsafe_pickle=cfg.unsafe_pickle)
     state = checkpoint.load(checkpoint.latest(run_dir), device) if resume else None
 
     th.manual_seed(cfg.seed)
@@ -201,7 +177,7 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, quiet: bo
     eval_seed = cfg.seed + 1_000_000
     r_expert = _expert_return(expert_demos)
     act_space.seed(eval_seed)
-    r_random = run_episodes(lambda obs: act_space.sample(), cfg.env, cfg.eval_episodes, eval_seed)["return_mean"]
+    r_random = envs.run_episodes(lambda obs: act_space.sample(), cfg.env, cfg.eval_episodes, eval_seed)["return_mean"]
     best = -np.inf
 
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -230,7 +206,7 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, quiet: bo
 
     def evaluate() -> dict[str, float]:
         generator.policy.set_training_mode(False)
-        out = run_episodes(_policy_actor(generator.policy, act_space), cfg.env, cfg.eval_episodes, eval_seed, expert_action)
+        out = envs.run_episodes(_policy_actor(generator.policy, act_space), cfg.env, cfg.eval_episodes, eval_seed, expert_action)
         stats = {f"eval/{k}": v for k, v in out.items()}
         if r_expert is not None and r_expert != r_random:
             stats["eval/normalized"] = (out["return_mean"] - r_random) / (r_expert - r_random)
@@ -257,7 +233,9 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, quiet: bo
                           "time/elapsed_s": elapsed, "time/fps": (learner.env_steps - start_steps) / max(elapsed, 1e-9)})
             done = learner.env_steps >= cfg.total_steps
             if (cfg.eval_every and learner.version % cfg.eval_every == 0) or done:
+                t0 = time.perf_counter()
                 last_eval = evaluate()
+                last_eval["time/eval_s"] = time.perf_counter() - t0
                 stats.update(last_eval)
                 if last_eval["eval/return_mean"] > best:
                     best = last_eval["eval/return_mean"]
@@ -285,7 +263,7 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, quiet: bo
     summary = {"run_dir": str(run_dir), "rounds": learner.version, "env_steps": learner.env_steps,
                "interrupted": interrupted, "expert_return": r_expert, "random_return": r_random,
                "seconds": time.perf_counter() - start_time, "reward_fn": reward_fn,
-               **{k.split("/")[1]: v for k, v in last_eval.items()}}
+               **{k.split("/")[1]: v for k, v in last_eval.items() if k.startswith("eval/")}}
     return summary
 
 
