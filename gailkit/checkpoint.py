@@ -46,3 +46,33 @@ def latest(run_dir: str | Path) -> Path:
     if not found:
         raise CheckpointError(f"{run_dir}: no checkpoints/round_*.pt to resume from")
     return found[-1]
+
+
+def resolve(path: str | Path, which: str = "final") -> Path:
+    """A checkpoint file from a run directory (`final`, `best`, or `latest`) or a .pt path."""
+    path = Path(path)
+    if path.is_file():
+        return path
+    if not path.is_dir():
+        raise CheckpointError(f"{path}: no such run directory or checkpoint file")
+    if which == "latest":
+        return latest(path)
+    candidate = path / which / "checkpoint.pt"
+    if candidate.is_file():
+        return candidate
+    return latest(path)  # an interrupted run has no final/: fall back to its newest checkpoint
+
+
+def load_policy(path: str | Path, device: str = "cpu"):
+    """`(policy, state)`: the trained policy of a checkpoint (eval mode) and the checkpoint's state."""
+    from gailkit import config, demos, policy
+    from gailkit.config import TrainConfig
+
+    state = load(path, device)
+    cfg = config.from_dict(TrainConfig, state["config"])
+    obs_space = demos.space_from_json(state["spaces"]["observation"])
+    act_space = demos.space_from_json(state["spaces"]["action"])
+    pol = policy.build(obs_space, act_space, cfg.ppo, cfg.normalize_obs, device)
+    pol.load_state_dict(state["generator"]["policy"])
+    pol.set_training_mode(False)
+    return pol, state

@@ -49,6 +49,34 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_flags(p)
     p.set_defaults(func=cmd_train)
 
+    p = sub.add_parser("evaluate", help="returns vs expert and random, JSON report, PNG plots")
+    p.add_argument("source", type=Path, help="a run directory (its best checkpoint), a .pt checkpoint, or an SB3 expert .zip")
+    p.add_argument("--env", help="the env (default: the run's)")
+    p.add_argument("--episodes", type=int, default=50)
+    p.add_argument("--seed", type=int, default=0, help="episode i is reset with seed + i")
+    p.add_argument("--onnx", type=Path, help="also evaluate this exported ONNX file on the same episodes")
+    p.add_argument("--demos", help="where the expert's demos are (default: the run's demos)")
+    p.add_argument("--json", action="store_true", help="print the JSON report instead of a table")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("export", help="export a trained policy to ONNX (with a torch-vs-onnxruntime parity check)")
+    p.add_argument("source", type=Path, help="a run directory or a .pt checkpoint")
+    p.add_argument("--out", type=Path, required=True, help="the .onnx file to write (atomically)")
+    p.add_argument("--checkpoint", choices=["final", "best", "latest"], default="final", help="which checkpoint of a run")
+    p.add_argument("--value", action="store_true", help="add the critic's value as an output")
+    p.add_argument("--log-prob", action="store_true", help="add the log-probability of the action as an output")
+    p.add_argument("--sb3", type=Path, help="also write the policy as a plain stable-baselines3 PPO zip")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("infer", help="run episodes with an exported ONNX policy (onnxruntime only, no torch)")
+    p.add_argument("model", type=Path, help="an .onnx file from gailkit export")
+    p.add_argument("--env", help="the env (default: the one in the file's metadata)")
+    p.add_argument("--episodes", type=int, default=10)
+    p.add_argument("--seed", type=int, default=0, help="episode i is reset with seed + i")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_infer)
+
     dem = sub.add_parser("demos", help="record, inspect and convert demonstration files").add_subparsers(
         dest="action", required=True, metavar="ACTION")
     p = dem.add_parser("record", help="roll out an expert and write its transitions")
@@ -140,6 +168,49 @@ def cmd_train(args: argparse.Namespace) -> int:
         if s.get("action_error") is not None:
             line += f", action error vs scripted expert {s['action_error']:.3f}"
         print(line)
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from gailkit import evaluate
+
+    report = evaluate.evaluate(args.source, args.env, args.episodes, args.seed, args.onnx, args.demos,
+                               plots=not args.no_plots)
+    print(evaluate.to_json(report) if args.json else evaluate.format_table(report))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from gailkit import export
+
+    r = export.export(args.source, args.out, args.value, args.log_prob, args.checkpoint)
+    p = r["parity"]
+    diffs = ", ".join(f"{k} {v:.1e}" for k, v in p["max_abs_diff"].items() if k != "action" or v)
+    print(f"parity vs torch on {p['observations']} observations at batch 1 and 64: max abs difference "
+          f"{diffs or 'action 0'}, discrete mismatches {p['discrete_mismatches']}: ok")
+    print(f"wrote {r['out']} ({r['metadata']['env_id']}, outputs {r['metadata']['outputs']}, opset {r['metadata']['opset']}) "
+          f"from {r['checkpoint']}")
+    if args.sb3:
+        print(f"wrote {export.export_sb3(args.source, args.sb3, args.checkpoint)} (stable-baselines3 PPO)")
+    return 0
+
+
+def cmd_infer(args: argparse.Namespace) -> int:
+    from gailkit import envs
+    from gailkit.inference import InferenceError, OnnxPolicy
+
+    pi = OnnxPolicy(args.model)
+    env_id = args.env or pi.env_id
+    if args.env and pi.env_id and args.env != pi.env_id:
+        raise InferenceError(f"{args.model} was exported for {pi.env_id}, not {args.env}")
+    if args.episodes < 1:
+        raise InferenceError(f"--episodes must be >= 1, got {args.episodes}")
+    out = envs.run_episodes(pi.predict, env_id, args.episodes, args.seed)
+    if args.json:
+        print(json.dumps({"env_id": env_id, "episodes": args.episodes, "seed": args.seed, **out}, indent=2))
+    else:
+        print(f"{env_id}: return {out['return_mean']:.1f} ± {out['return_std']:.1f}, length {out['length_mean']:.1f} "
+              f"over {args.episodes} episodes from seed {args.seed} (onnxruntime)")
     return 0
 
 

@@ -152,26 +152,29 @@ def make_vec_env(cfg: EnvConfig | str, n_envs: int, seed: int, monitor: bool = T
 
 
 def run_episodes(act: Callable[[np.ndarray], Any], env_cfg, episodes: int, seed: int,
-                 expert_action: Callable | None = None) -> dict[str, float]:
+                 expert_action: Callable | None = None) -> dict[str, Any]:
     """Episodes of `act` seeded `seed + i`: mean/std return, and the mean absolute action error
     against `expert_action(obs)` when given (a scripted expert)."""
     env = make_factory(env_cfg)()
-    returns, errors = [], []
+    returns, lengths, errors = [], [], []
     try:
         for i in range(episodes):
             obs, _ = env.reset(seed=seed + i)
             env.action_space.seed(seed + i)
-            total, done = 0.0, False
+            total, steps, done = 0.0, 0, False
             while not done:
                 a = act(obs)
                 if expert_action is not None:
                     errors.append(float(np.abs(np.asarray(a) - expert_action(obs)).mean()))
                 obs, r, term, trunc, _ = env.step(a)
-                total, done = total + float(r), term or trunc
+                total, steps, done = total + float(r), steps + 1, term or trunc
             returns.append(total)
+            lengths.append(steps)
     finally:
         env.close()
-    out = {"return_mean": float(np.mean(returns)), "return_std": float(np.std(returns))}
+    out: dict[str, Any] = {"return_mean": float(np.mean(returns)), "return_std": float(np.std(returns)),
+                           "length_mean": float(np.mean(lengths)), "length_std": float(np.std(lengths)),
+                           "returns": [float(r) for r in returns]}
     if errors:
         out["action_error"] = float(np.mean(errors))
     return out

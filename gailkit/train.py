@@ -207,7 +207,7 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, quiet: bo
     def evaluate() -> dict[str, float]:
         generator.policy.set_training_mode(False)
         out = envs.run_episodes(_policy_actor(generator.policy, act_space), cfg.env, cfg.eval_episodes, eval_seed, expert_action)
-        stats = {f"eval/{k}": v for k, v in out.items()}
+        stats = {f"eval/{k}": v for k, v in out.items() if k in ("return_mean", "return_std", "action_error")}
         if r_expert is not None and r_expert != r_random:
             stats["eval/normalized"] = (out["return_mean"] - r_random) / (r_expert - r_random)
         return stats

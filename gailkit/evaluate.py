@@ -1,0 +1,181 @@
+"""`gailkit evaluate`: returns against the expert and a random policy, a JSON report, PNG plots.
+
+Report schema (version 1), every field always present (null when unknown):
+  schema, env_id, source, episodes, seed,
+  policy: {return_mean, return_std, length_mean, length_std, returns},
+  expert: {return_mean, source}, random: {return_mean, return_std},
+  normalized ((R - R_random) / (R_expert - R_random)), action_error (scripted-expert envs),
+  onnx: null or {path, return_mean, return_std, length_mean, length_std, returns},
+  plots: [paths]
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+
+from gailkit import checkpoint, config, demos, envs, fsutil, policy
+from gailkit.config import EnvConfig, TrainConfig
+from gailkit.errors import GailkitError
+
+SCHEMA = 1
+
+
+class EvaluateError(GailkitError):
+    """What to evaluate cannot be found or does not fit the env."""
+
+
+def _torch_actor(pol, action_space: gym.Space) -> Callable[[np.ndarray], Any]:
+    def act(obs):
+        a, _ = policy.act(pol, np.asarray(obs)[None], deterministic=True)
+        return policy.env_action(action_space, a)[0]
+
+    return act
+
+
+def _load(source: Path, env_id: str | None):
+    """`(act, env_cfg, train_cfg | None, pol | None)` for a run dir, a .pt checkpoint or an SB3 zip."""
+    if source.suffix == ".zip":
+        from gailkit import experts
+
+        act, env_name, _ = experts.load_expert(str(source), env_id, deterministic=True)
+        return act, EnvConfig(id=env_name), None, None
+    pol, state = checkpoint.load_policy(checkpoint.resolve(source, "best"))
+    cfg = config.from_dict(TrainConfig, state["config"])
+    if env_id and env_id != cfg.env.id:
+        raise EvaluateError(f"{source} was trained on {cfg.env.id}, not {env_id}")
+    return _torch_actor(pol, pol.action_space), cfg.env, cfg, pol
+
+
+def _episode_stats(out: dict[str, Any]) -> dict[str, Any]:
+    return {k: out[k] for k in ("return_mean", "return_std", "length_mean", "length_std", "returns")}
+
+
+def evaluate(source: str | Path, env_id: str | None = None, episodes: int = 50, seed: int = 0,
+             onnx_path: str | Path | None = None, demos_path: str | None = None, plots: bool = True) -> dict[str, Any]:
+    source = Path(source)
+    if not source.exists():
+        raise EvaluateError(f"{source}: no such run directory, checkpoint or expert zip")
+    if episodes < 1:
+        raise EvaluateError(f"--episodes must be >= 1, got {episodes}")
+    act, env_cfg, cfg, pol = _load(source, env_id)
+    obs_space, act_space = envs.spaces(env_cfg)
+    scripted = envs.scripted_experts(env_cfg.id).get("scripted")
+    expert_action = scripted(None) if scripted is not None else None
+    trained = envs.run_episodes(act, env_cfg, episodes, seed, expert_action)
+    act_space.seed(seed)
+    random_out = envs.run_episodes(lambda obs: act_space.sample(), env_cfg, episodes, seed)
+
+    demo_source = demos_path or (cfg.demos if cfg is not None else "data")
+    r_expert = None
+    try:
+        d = demos.load(demo_source, env_id=env_cfg.id, spaces=(obs_space, act_space))
+        returns = d.episode_returns()
+        r_expert = float(returns.mean()) if returns is not None and len(returns) else None
+    except demos.DemoError:
+        pass  # no demos for this env where we looked: the expert level stays unknown
+    normalized = None
+    if r_expert is not None and r_expert != random_out["return_mean"]:
+        normalized = (trained["return_mean"] - random_out["return_mean"]) / (r_expert - random_out["return_mean"])
+
+    onnx_stats = None
+    if onnx_path is not None:
+        from gailkit.inference import OnnxPolicy
+
+        onnx_policy = OnnxPolicy(onnx_path)
+        if onnx_policy.env_id != env_cfg.id:
+            raise EvaluateError(f"{onnx_path} was exported for {onnx_policy.env_id}, not {env_cfg.id}")
+        onnx_stats = {"path": str(onnx_path), **_episode_stats(envs.run_episodes(onnx_policy.predict, env_cfg, episodes, seed))}
+
+    report = {
+        "schema": SCHEMA, "env_id": env_cfg.id, "source": str(source), "episodes": episodes, "seed": seed,
+        "policy": _episode_stats(trained), "expert": {"return_mean": r_expert, "source": str(demo_source)},
+        "random": {"return_mean": random_out["return_mean"], "return_std": random_out["return_std"]},
+        "normalized": normalized, "action_error": trained.get("action_error"), "onnx": onnx_stats, "plots": [],
+    }
+    if plots and source.is_dir() and pol is not None and cfg is not None:
+        report["plots"] = _plots(source, cfg, obs_space, act_space, env_cfg, episodes, seed, trained, r_expert)
+    return report
+
+
+def _plots(run_dir: Path, cfg: TrainConfig, obs_space, act_space, env_cfg, episodes, seed, trained, r_expert) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import torch as th
+
+    th.manual_seed(cfg.seed)
+    untrained_pol = policy.build(obs_space, act_space, cfg.ppo, cfg.normalize_obs)
+    untrained_pol.set_training_mode(False)
+    untrained = envs.run_episodes(_torch_actor(untrained_pol, act_space), env_cfg, episodes, seed)
+    out_dir = run_dir / "plots"
+    written = []
+
+    def save(fig, name: str) -> None:
+        with fsutil.atomic_path(out_dir / name, suffix=".png") as tmp:
+            fig.savefig(tmp, format="png", dpi=100, bbox_inches="tight")
+        plt.close(fig)
+        written.append(str(out_dir / name))
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    bins = np.histogram_bin_edges(untrained["returns"] + trained["returns"], bins=20)
+    ax.hist(untrained["returns"], bins=bins, alpha=0.6, label=f"untrained ({untrained['return_mean']:.1f})")
+    ax.hist(trained["returns"], bins=bins, alpha=0.6, label=f"trained ({trained['return_mean']:.1f})")
+    if r_expert is not None:
+        ax.axvline(r_expert, color="k", linestyle="--", label=f"expert ({r_expert:.1f})")
+    ax.set(xlabel="episode return", ylabel="episodes", title=f"{env_cfg.id}: returns over {episodes} episodes")
+    ax.legend()
+    save(fig, "returns_histogram.png")
+
+    rows = list(csv.DictReader(open(run_dir / "metrics.csv"))) if (run_dir / "metrics.csv").is_file() else []
+    steps = [int(r["env_steps"]) for r in rows]
+
+    def series(key):
+        pts = [(s, float(r[key])) for s, r in zip(steps, rows) if r.get(key)]
+        return ([p[0] for p in pts], [p[1] for p in pts])
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(*series("rollout/ep_rew_mean"), label="training episodes (true return)", alpha=0.7)
+    ax.plot(*series("eval/return_mean"), "o-", label="evaluation (deterministic)")
+    if r_expert is not None:
+        ax.axhline(r_expert, color="k", linestyle="--", label="expert")
+    ax.set(xlabel="env steps", ylabel="return", title=f"{env_cfg.id}: learning curve")
+    ax.legend()
+    save(fig, "learning_curve.png")
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(*series("disc/acc_expert"), label="on expert data")
+    ax.plot(*series("disc/acc_gen"), label="on generator data")
+    ax.set(xlabel="env steps", ylabel="accuracy", ylim=(0, 1.05), title="discriminator accuracy")
+    ax.legend()
+    save(fig, "disc_accuracy.png")
+    return written
+
+
+def format_table(r: dict[str, Any]) -> str:
+    p = r["policy"]
+    lines = [f"{r['env_id']}: {r['episodes']} episodes from seed {r['seed']} ({r['source']})",
+             f"  {'policy':<10} return {p['return_mean']:9.1f} ± {p['return_std']:7.1f}   length {p['length_mean']:7.1f} ± {p['length_std']:.1f}"]
+    if r["onnx"]:
+        o = r["onnx"]
+        lines.append(f"  {'onnx':<10} return {o['return_mean']:9.1f} ± {o['return_std']:7.1f}   length {o['length_mean']:7.1f} ± {o['length_std']:.1f}")
+    exp = r["expert"]["return_mean"]
+    lines.append(f"  {'expert':<10} return {exp:9.1f} (demos)" if exp is not None else f"  {'expert':<10} return unknown (no demos)")
+    lines.append(f"  {'random':<10} return {r['random']['return_mean']:9.1f} ± {r['random']['return_std']:7.1f}")
+    if r["normalized"] is not None:
+        lines.append(f"  normalized score {r['normalized']:.3f}")
+    if r["action_error"] is not None:
+        lines.append(f"  action error vs scripted expert {r['action_error']:.4f} (uniform random policy: 0.667)")
+    for path in r["plots"]:
+        lines.append(f"  plot: {path}")
+    return "\n".join(lines)
+
+
+def to_json(r: dict[str, Any]) -> str:
+    return json.dumps(r, indent=2)

@@ -1,0 +1,172 @@
+"""Export a trained policy to ONNX: raw observation in, deterministic action out, normalizer inside.
+
+Outputs: `action` (argmax for discrete spaces; the Gaussian mean clipped to the Box bounds for
+continuous ones), and optionally `value` (the critic) and `log_prob` (of the unclipped
+deterministic action). The batch axis is dynamic. Metadata: env id, spaces (JSON), gailkit
+version, run, opset. After `onnx.checker`, a parity check against the torch policy on 1,000
+observations at batch 1 and batch 64 must pass (max abs difference <= 1e-5 on actions, discrete
+actions identical; `value` and `log_prob`, which can be large, are held to 1e-5 relative to
+max(1, |x|)) or the export fails and nothing is written.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import warnings
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import onnx
+import torch as th
+
+from gailkit import __version__, checkpoint, demos, fsutil, policy
+from gailkit.errors import GailkitError
+
+OPSET = 17
+TOLERANCE = 1e-5
+
+
+class ExportError(GailkitError):
+    """The export failed its checks; nothing was written."""
+
+
+class _Deterministic(th.nn.Module):
+    def __init__(self, pol, with_value: bool, with_log_prob: bool):
+        super().__init__()
+        self.pol, self.with_value, self.with_log_prob = pol, with_value, with_log_prob
+        space = pol.action_space
+        self.discrete = isinstance(space, gym.spaces.Discrete)
+        if not self.discrete:
+            self.register_buffer("low", th.as_tensor(space.low, dtype=th.float32))
+            self.register_buffer("high", th.as_tensor(space.high, dtype=th.float32))
+
+    def forward(self, obs: th.Tensor):
+        features = self.pol.extract_features(obs, self.pol.features_extractor)
+        latent_pi, latent_vf = self.pol.mlp_extractor(features)
+        out = self.pol.action_net(latent_pi)
+        if self.discrete:
+            action = th.argmax(out, dim=-1)
+            log_prob = th.log_softmax(out, dim=-1).gather(-1, action.unsqueeze(-1)).squeeze(-1)
+        else:
+            action = th.minimum(th.maximum(out, self.low), self.high)
+            log_std = self.pol.log_std.expand_as(out)  # at the mean, the Gaussian's quadratic term is 0
+            log_prob = (-log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+        outputs = [action]
+        if self.with_value:
+            outputs.append(self.pol.value_net(latent_vf).squeeze(-1))
+        if self.with_log_prob:
+            outputs.append(log_prob)
+        return tuple(outputs)
+
+
+def _sample_obs(space: gym.Space, n: int, rng: np.random.Generator) -> np.ndarray:
+    if isinstance(space, gym.spaces.Box):
+        low = np.where(np.isfinite(space.low), space.low, -10.0)
+        high = np.where(np.isfinite(space.high), space.high, 10.0)
+        return rng.uniform(low, high, (n, *space.shape)).astype(space.dtype)
+    if isinstance(space, gym.spaces.Discrete):
+        return rng.integers(space.start, space.start + space.n, n)
+    raise ExportError(f"observation space {space} is not supported for export (Box, Discrete are)")
+
+
+def parity(model_bytes: bytes, module: _Deterministic, obs_space: gym.Space, n: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Max abs difference torch vs onnxruntime over `n` observations at batch 1 and batch 64."""
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(model_bytes, providers=["CPUExecutionProvider"])
+    obs = _sample_obs(obs_space, n, np.random.default_rng(seed))
+    names = [o.name for o in sess.get_outputs()]
+    report: dict[str, Any] = {"observations": n, "batches": [1, 64], "discrete_mismatches": 0,
+                              "max_abs_diff": {name: 0.0 for name in names}, "max_scaled_diff": {name: 0.0 for name in names}}
+    for batch in (1, 64):
+        for i in range(0, n, batch):
+            chunk = obs[i:i + batch]
+            with th.no_grad():
+                ref = [t.cpu().numpy() for t in module(th.as_tensor(chunk))]
+            got = sess.run(None, {"obs": chunk})
+            for name, r, g in zip(names, ref, got):
+                if name == "action" and module.discrete:
+                    report["discrete_mismatches"] += int((r != g).sum())
+                    continue
+                diff = np.abs(r.astype(np.float64) - g)
+                report["max_abs_diff"][name] = max(report["max_abs_diff"][name], float(diff.max()))
+                scaled = diff / np.maximum(1.0, np.abs(r))
+                report["max_scaled_diff"][name] = max(report["max_scaled_diff"][name], float(scaled.max()))
+    report["ok"] = (report["discrete_mismatches"] == 0 and report["max_abs_diff"]["action"] <= TOLERANCE
+                    and all(v <= TOLERANCE for v in report["max_scaled_diff"].values()))
+    return report
+
+
+def export(source: str | Path, out: str | Path, with_value: bool = False, with_log_prob: bool = False,
+           which: str = "final") -> dict[str, Any]:
+    """Export the policy of a run (or checkpoint) to `out`; returns the parity report and metadata."""
+    ckpt = checkpoint.resolve(source, which)
+    pol, state = checkpoint.load_policy(ckpt, "cpu")
+    module = _Deterministic(pol, with_value, with_log_prob).eval()
+    obs_space = demos.space_from_json(state["spaces"]["observation"])
+    outputs = ["action"] + (["value"] if with_value else []) + (["log_prob"] if with_log_prob else [])
+    dummy = th.as_tensor(_sample_obs(obs_space, 2, np.random.default_rng(0)))
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        th.onnx.export(module, (dummy,), buf, input_names=["obs"], output_names=outputs, opset_version=OPSET,
+                       dynamic_axes={name: {0: "batch"} for name in ["obs", *outputs]}, dynamo=False)
+    model = onnx.load_from_string(buf.getvalue())
+    meta = {
+        "env_id": state["config"]["env"]["id"],
+        "observation_space": json.dumps(state["spaces"]["observation"]),
+        "action_space": json.dumps(state["spaces"]["action"]),
+        "gailkit_version": __version__,
+        "run": str(ckpt),
+        "round": str(state["round"]),
+        "opset": str(OPSET),
+        "outputs": ",".join(outputs),
+    }
+    for key, value in meta.items():
+        model.metadata_props.add(key=key, value=value)
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as e:
+        raise ExportError(f"onnx.checker rejected the graph: {str(e).splitlines()[0]}") from None
+    data = model.SerializeToString()
+    report = parity(data, module, obs_space)
+    if not report["ok"]:
+        raise ExportError(f"parity check failed: max abs differences {report['max_abs_diff']} "
+                          f"(limit {TOLERANCE:.0e}), {report['discrete_mismatches']} discrete mismatches; nothing written")
+    fsutil.atomic_write_bytes(out, data)
+    return {"out": str(out), "checkpoint": str(ckpt), "parity": report, "metadata": meta}
+
+
+def export_sb3(source: str | Path, out: str | Path, which: str = "final") -> Path:
+    """The trained policy as a plain stable-baselines3 `PPO` zip (`PPO.load(out)` works)."""
+    from stable_baselines3 import PPO
+
+    from gailkit import envs
+
+    ckpt = checkpoint.resolve(source, which)
+    pol, state = checkpoint.load_policy(ckpt, "cpu")
+    cfg = state["config"]
+    venv = envs.make_vec_env(cfg["env"]["id"] if not cfg["env"]["kwargs"] else _env_cfg(cfg), 1, 0, monitor=False)
+    from gailkit import config as config_mod
+    from gailkit.config import PPOConfig
+
+    ppo_cfg = config_mod.from_dict(PPOConfig, cfg["ppo"])
+    model = PPO("MlpPolicy", venv, policy_kwargs=policy.policy_kwargs(ppo_cfg, cfg["normalize_obs"]),
+                n_steps=ppo_cfg.n_steps, batch_size=min(ppo_cfg.batch_size, ppo_cfg.n_steps), gamma=ppo_cfg.gamma,
+                device="cpu")
+    model.policy.load_state_dict(pol.state_dict())
+    out = Path(out)
+    with fsutil.atomic_path(out, suffix=".zip") as tmp:
+        model.save(tmp)
+    venv.close()
+    return out
+
+
+def _env_cfg(cfg: dict[str, Any]):
+    from gailkit.config import EnvConfig
+
+    return EnvConfig(id=cfg["env"]["id"], kwargs=dict(cfg["env"]["kwargs"]))
