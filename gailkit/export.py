@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 import torch as th
 
-from gailkit import __version__, checkpoint, demos, fsutil, policy
+from gailkit import __version__, checkpoint, demos, fsutil, inference, policy
 from gailkit.errors import GailkitError
 
 OPSET = 17
@@ -75,9 +75,7 @@ def _sample_obs(space: gym.Space, n: int, rng: np.random.Generator) -> np.ndarra
 
 def parity(model_bytes: bytes, module: _Deterministic, obs_space: gym.Space, n: int = 1000, seed: int = 0) -> dict[str, Any]:
     """Max abs difference torch vs onnxruntime over `n` observations at batch 1 and batch 64."""
-    import onnxruntime as ort
-
-    sess = ort.InferenceSession(model_bytes, providers=["CPUExecutionProvider"])
+    sess = inference.session(model_bytes)
     obs = _sample_obs(obs_space, n, np.random.default_rng(seed))
     names = [o.name for o in sess.get_outputs()]
     report: dict[str, Any] = {"observations": n, "batches": [1, 64], "discrete_mismatches": 0,

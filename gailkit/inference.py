@@ -21,20 +21,27 @@ class InferenceError(GailkitError):
     """The ONNX file or an observation does not fit."""
 
 
+def session(model: str | Path | bytes, threads: int = 1):
+    """An onnxruntime CPU session for a file path or serialized model bytes."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    source = model if isinstance(model, bytes) else str(model)
+    try:
+        return ort.InferenceSession(source, sess_options=opts, providers=["CPUExecutionProvider"])
+    except Exception as e:  # onnxruntime raises its own exception types for bad files
+        where = "model" if isinstance(model, bytes) else str(model)
+        raise InferenceError(f"{where}: not a loadable ONNX model ({str(e).splitlines()[0]})") from None
+
+
 class OnnxPolicy:
     def __init__(self, path: str | Path, threads: int = 1):
-        import onnxruntime as ort
-
         path = Path(path)
         if not path.is_file():
             raise InferenceError(f"{path}: no such ONNX file")
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = threads
-        opts.inter_op_num_threads = 1
-        try:
-            self.session = ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
-        except Exception as e:  # onnxruntime raises its own exception types for bad files
-            raise InferenceError(f"{path}: not a loadable ONNX model ({str(e).splitlines()[0]})") from None
+        self.session = session(path, threads)
         meta = self.session.get_modelmeta().custom_metadata_map
         if "observation_space" not in meta:
             raise InferenceError(f"{path}: no gailkit metadata (observation_space); export it with gailkit export")

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from gailkit import fsutil
+from gailkit import arrow_tensors, fsutil
 from gailkit.demos.core import Demos, DemoMeta, episode_columns
 from gailkit.errors import DemoError
 
@@ -29,7 +29,7 @@ def _column_to_numpy(table: pa.Table, name: str, path: Path) -> np.ndarray:
     if isinstance(arr.type, pa.FixedShapeTensorType):
         if arr.null_count:
             raise DemoError(f"{path}: column '{name}' has {arr.null_count} null rows")
-        return arr.to_numpy_ndarray()
+        return arrow_tensors.to_numpy(arr)
     if pa.types.is_fixed_size_list(arr.type) or pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
         return _nested_lists_to_numpy(arr, name, path)
     if arr.null_count:
@@ -158,23 +158,13 @@ def from_columns(cols: dict[str, np.ndarray], meta: DemoMeta, path: Path | str) 
     )
 
 
-def _tensor_array(arr: np.ndarray) -> pa.Array:
-    arr = np.ascontiguousarray(arr)
-    if arr.ndim == 1:
-        return pa.array(arr)
-    row_shape = arr.shape[1:]
-    size = int(np.prod(row_shape))
-    storage = pa.FixedSizeListArray.from_arrays(pa.array(arr.reshape(-1)), size)
-    return pa.ExtensionArray.from_storage(pa.fixed_shape_tensor(storage.type.value_type, row_shape), storage)
-
-
 def to_table(demos: Demos) -> pa.Table:
     arrays = {
         "episode_id": pa.array(np.asarray(demos.episode_id, np.int64)),
         "step": pa.array(np.asarray(demos.step, np.int64)),
-        "obs": _tensor_array(demos.obs),
-        "acts": _tensor_array(demos.acts),
-        "next_obs": _tensor_array(demos.next_obs),
+        "obs": arrow_tensors.to_arrow(demos.obs),
+        "acts": arrow_tensors.to_arrow(demos.acts),
+        "next_obs": arrow_tensors.to_arrow(demos.next_obs),
         "terminated": pa.array(np.asarray(demos.terminated, bool)),
         "truncated": pa.array(np.asarray(demos.truncated, bool)),
     }

@@ -1,0 +1,23 @@
+"""numpy <-> Arrow for arrays of rows: `arrow.fixed_shape_tensor` keeps each row's shape, zero-copy back."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+
+def to_arrow(arr: np.ndarray) -> pa.Array:
+    """(N,) -> a plain column; (N, *shape) -> a fixed-shape tensor column (empty arrays too)."""
+    arr = np.ascontiguousarray(arr)
+    if arr.ndim == 1:
+        return pa.array(arr)
+    size = int(np.prod(arr.shape[1:]))
+    storage = pa.FixedSizeListArray.from_arrays(pa.array(arr.reshape(-1)), size)
+    return pa.ExtensionArray.from_storage(pa.fixed_shape_tensor(storage.type.value_type, arr.shape[1:]), storage)
+
+
+def to_numpy(arr: pa.Array) -> np.ndarray:
+    """Inverse of `to_arrow` (a read-only view where the buffers allow)."""
+    if isinstance(arr.type, pa.FixedShapeTensorType):
+        return arr.to_numpy_ndarray()
+    return arr.to_numpy(zero_copy_only=False)
