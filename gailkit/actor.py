@@ -9,6 +9,8 @@ episode seed and replays the actions, which rebuilds the env exactly for determi
 from __future__ import annotations
 
 import dataclasses
+import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -65,9 +67,10 @@ class Actor:
         self.version = weights.version
         return True
 
-    def sample(self, n_steps: int) -> Fragment:
-        """Step every env `n_steps` times with the current policy."""
+    def sample(self, n_steps: int, on_step: Callable[[], None] | None = None) -> Fragment:
+        """Step every env `n_steps` times with the current policy (`on_step` runs after each step)."""
         assert self._rng is not None, "call start() first"
+        start = time.perf_counter()
         obs_b, acts_b, next_b, term_b, trunc_b, logp_b, rew_b = [], [], [], [], [], [], []
         first_starts = np.array([s.starting for s in self._slots])
         ep_returns, ep_lengths = [], []
@@ -99,12 +102,15 @@ class Actor:
             trunc_b.append(truncs)
             logp_b.append(log_probs)
             rew_b.append(rews)
+            if on_step is not None:
+                on_step()
         return Fragment(
             obs=np.stack(obs_b), acts=np.stack(acts_b), next_obs=np.stack(next_b),
             terminated=np.array(term_b, bool), truncated=np.array(trunc_b, bool),
             log_probs=np.stack(logp_b).astype(np.float32), rews=np.array(rew_b, np.float32),
             first_starts=first_starts, episode_returns=np.array(ep_returns, np.float64),
             episode_lengths=np.array(ep_lengths, np.int64), actor_id=self.actor_id, policy_version=self.version,
+            sample_seconds=time.perf_counter() - start,
         )
 
     def state(self) -> dict[str, Any]:

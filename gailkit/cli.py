@@ -46,8 +46,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue a run from its newest checkpoint")
     p.add_argument("--quiet", action="store_true", help="no progress bar or per-round lines; metrics files only")
     p.add_argument("--unsafe-pickle", action="store_true", help="unpickle demo files with the plain unpickler (trusted files only)")
+    p.add_argument("--actors", type=int, help="fragment slots per round filled by actor processes (0: in-process)")
+    p.add_argument("--envs-per-actor", type=int, help="envs each actor steps")
+    p.add_argument("--local-actors", type=int, help="actor processes to start here (default: --actors, or 0 with --listen)")
+    p.add_argument("--listen", help="accept actors from other machines, e.g. tcp://0.0.0.0:5555 (needs --key-file)")
+    p.add_argument("--key-file", help="CURVE key file from gailkit keys generate")
     _add_config_flags(p)
     p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("actor", help="run an actor that connects to a learner (on this or another machine)")
+    p.add_argument("--connect", required=True, help="the learner's address, e.g. tcp://learner:5555")
+    p.add_argument("--key-file", help="the CURVE key file the learner uses")
+    p.add_argument("--actor-id", type=int, default=-1, help="ask for this actor id (default: the learner picks)")
+    p.add_argument("--parent-pid", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--learner-timeout", type=float, default=300.0, help="exit after this many seconds without the learner")
+    p.set_defaults(func=cmd_actor)
+
+    keys = sub.add_parser("keys", help="CURVE keys for remote actors").add_subparsers(dest="action", required=True, metavar="ACTION")
+    p = keys.add_parser("generate", help="write a key file (server and client key pairs); give it to learner and actors")
+    p.add_argument("--out", type=Path, required=True)
+    p.set_defaults(func=cmd_keys_generate)
 
     p = sub.add_parser("evaluate", help="returns vs expert and random, JSON report, PNG plots")
     p.add_argument("source", type=Path, help="a run directory (its best checkpoint), a .pt checkpoint, or an SB3 expert .zip")
@@ -145,6 +163,9 @@ def cmd_train(args: argparse.Namespace) -> int:
             overrides.append(f"{key}={getattr(args, flag)}")
     if args.unsafe_pickle:
         overrides.append("unsafe_pickle=true")
+    for flag in ("actors", "envs_per_actor", "local_actors", "listen", "key_file"):
+        if getattr(args, flag) is not None:
+            overrides.append(f"{flag}={getattr(args, flag)}")
     if args.resume is not None:
         if args.env or args.demos or args.config:
             raise config.ConfigError("--resume continues a run with its own config.yaml: drop --env, --demos and --config")
@@ -168,6 +189,21 @@ def cmd_train(args: argparse.Namespace) -> int:
         if s.get("action_error") is not None:
             line += f", action error vs scripted expert {s['action_error']:.3f}"
         print(line)
+    return 0
+
+
+def cmd_actor(args: argparse.Namespace) -> int:
+    from gailkit.fleet.worker import run_actor
+
+    return run_actor(args.connect, args.key_file, args.actor_id, args.parent_pid, args.learner_timeout,
+                     log=lambda m: print(m, file=sys.stderr))
+
+
+def cmd_keys_generate(args: argparse.Namespace) -> int:
+    from gailkit import transport
+
+    path = transport.generate_keys(args.out)
+    print(f"wrote {path} (mode 0600): pass it as --key-file to the learner and to every actor")
     return 0
 
 

@@ -101,7 +101,20 @@ class TrainConfig:
     device: str = "auto"
     """Learner device: auto (CUDA when present), cpu, cuda, cuda:N."""
     n_envs: int = 8
-    """Envs stepped by the in-process fleet."""
+    """Envs stepped by the in-process fleet (`actors: 0`)."""
+    actors: int = 0
+    """Fragment slots per round filled by actor processes (each `envs_per_actor` envs); 0: in-process."""
+    envs_per_actor: int = 8
+    local_actors: int = -1
+    """Actor processes to start on this machine; -1: `actors` without `listen`, else 0."""
+    listen: str = ""
+    """Where the learner listens for actors, e.g. tcp://0.0.0.0:5555 (needs key_file beyond loopback)."""
+    key_file: str = ""
+    """CURVE key file from `gailkit keys generate`; actors must present its client key."""
+    heartbeat_timeout: float = 10.0
+    """Seconds of silence after which an actor counts as dead and its slot goes to another."""
+    no_actor_timeout: float = 60.0
+    """Seconds with no live actor after which training checkpoints and stops with an error."""
     normalize_obs: bool = True
     """Running observation normalization inside the policy (seeded from the expert's observations)."""
     eval_every: int = 10

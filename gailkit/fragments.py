@@ -34,6 +34,8 @@ class Fragment:
     episode_lengths: np.ndarray
     actor_id: int
     policy_version: int
+    sample_seconds: float = 0.0
+    """How long the actor took to collect it (reported as actors/sample_s)."""
 
     def __post_init__(self):
         t, e = self.terminated.shape
@@ -79,6 +81,7 @@ def stack(fragments: list[Fragment]) -> Fragment:
         first_starts=cat("first_starts", 0), episode_returns=cat("episode_returns", 0),
         episode_lengths=cat("episode_lengths", 0), actor_id=-1,
         policy_version=min(f.policy_version for f in fragments),
+        sample_seconds=max(f.sample_seconds for f in fragments),
     )
 
 

@@ -21,7 +21,7 @@ from gailkit import checkpoint, config, demos, envs, experts, policy
 from gailkit.config import TrainConfig
 from gailkit.discriminator import Discriminator, choose_reward_fn
 from gailkit.errors import ConfigError
-from gailkit.fleet import InProcessFleet
+from gailkit.fleet import FleetError, InProcessFleet
 from gailkit.generator import Generator
 from gailkit.learner import ExpertData, Learner
 
@@ -30,7 +30,9 @@ METRIC_COLUMNS = [
     "rollout/ep_rew_mean", "rollout/ep_len_mean", "disc/loss", "disc/acc_expert", "disc/acc_gen", "disc/entropy",
     "disc/reward_mean", "time/eval_s", "train/policy_gradient_loss", "train/value_loss", "train/entropy_loss", "train/approx_kl",
     "train/clip_fraction", "train/explained_variance", "train/std", "eval/return_mean", "eval/return_std",
-    "eval/normalized", "eval/action_error",
+    "eval/normalized", "eval/action_error", "time/learn_s", "time/env_steps_per_s", "time/learn_rate_mb_s",
+    "actors/live", "actors/restarts", "actors/dropped", "actors/refused", "actors/wait_s", "actors/sample_s",
+    "actors/fragments_per_s", "actors/fragment_mb",
 ]
 KEEP_CHECKPOINTS = 3
 
@@ -70,20 +72,40 @@ def resolve_device(name: str) -> th.device:
 def check_settings(cfg: TrainConfig) -> None:
     """Impossible settings fail here, before anything is built."""
     p, d = cfg.ppo, cfg.disc
-    positive = {"total_steps": cfg.total_steps, "n_envs": cfg.n_envs, "ppo.n_steps": p.n_steps,
+    positive = {"total_steps": cfg.total_steps, "n_envs": cfg.n_envs, "envs_per_actor": cfg.envs_per_actor, "ppo.n_steps": p.n_steps,
                 "ppo.batch_size": p.batch_size, "ppo.n_epochs": p.n_epochs, "disc.demo_batch_size": d.demo_batch_size,
                 "eval_episodes": cfg.eval_episodes}
     for key, value in positive.items():
         if value < 1:
             raise ConfigError(f"'{key}' must be >= 1, got {value}")
-    if p.batch_size > p.n_steps * cfg.n_envs:
-        raise ConfigError(f"'ppo.batch_size' {p.batch_size} exceeds a round's n_steps * n_envs = {p.n_steps * cfg.n_envs}")
+    if cfg.actors < 0:
+        raise ConfigError(f"'actors' must be >= 0, got {cfg.actors}")
+    if cfg.listen and cfg.actors == 0:
+        raise ConfigError("'listen' needs 'actors' >= 1 (the number of fragment slots per round)")
+    n_envs = total_envs(cfg)
+    if p.batch_size > p.n_steps * n_envs:
+        raise ConfigError(f"'ppo.batch_size' {p.batch_size} exceeds a round's n_steps * envs = {p.n_steps * n_envs}")
     if not 0 < p.gamma <= 1 or not 0 <= p.gae_lambda <= 1:
         raise ConfigError(f"'ppo.gamma' and 'ppo.gae_lambda' must lie in (0, 1], got {p.gamma} and {p.gae_lambda}")
     if p.use_sde:
         raise ConfigError("'ppo.use_sde': gSDE is not supported by the GAIL generator; set it to false")
     if not d.use_action and not d.use_next_state:
         raise ConfigError("'disc.use_action' and 'disc.use_next_state' are both false: the discriminator would see only obs")
+
+
+def total_envs(cfg: TrainConfig) -> int:
+    return cfg.actors * cfg.envs_per_actor if cfg.actors else cfg.n_envs
+
+
+def make_fleet(cfg: TrainConfig):
+    if cfg.actors == 0:
+        return InProcessFleet(cfg.env, cfg.ppo, cfg.normalize_obs, cfg.n_envs, cfg.seed)
+    from gailkit.fleet.zmq_fleet import ZmqFleet
+
+    local = cfg.local_actors if cfg.local_actors >= 0 else (0 if cfg.listen else cfg.actors)
+    return ZmqFleet(cfg.env, cfg.ppo, cfg.normalize_obs, cfg.actors, cfg.envs_per_actor, cfg.seed, local,
+                    listen=cfg.listen or "tcp://127.0.0.1:0", key_file=cfg.key_file or None,
+                    heartbeat_timeout=cfg.heartbeat_timeout, no_actor_timeout=cfg.no_actor_timeout)
 
 
 def _policy_actor(pol, action_space: gym.Space) -> Callable[[np.ndarray], Any]:
@@ -163,14 +185,14 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, quiet: bo
     rng = np.random.default_rng(cfg.seed)
     terminated_fraction = float(expert_demos.terminated.sum()) / max(1, expert_demos.n_episodes)
     reward_fn = choose_reward_fn(cfg.disc.reward_fn, terminated_fraction)
-    generator = Generator(obs_space, act_space, cfg.ppo, cfg.normalize_obs, cfg.n_envs, device, cfg.seed)
+    generator = Generator(obs_space, act_space, cfg.ppo, cfg.normalize_obs, total_envs(cfg), device, cfg.seed)
     disc = Discriminator(obs_space, act_space, cfg.disc, device, reward_fn)
     expert_acts = policy.env_action(act_space, expert_demos.acts)
     expert = ExpertData(disc.preprocess(expert_demos.obs, expert_acts, expert_demos.next_obs), len(expert_demos))
     if cfg.normalize_obs:
         policy.normalizer(generator.policy).update(th.as_tensor(np.array(expert_demos.obs)))
     learner = Learner(cfg, generator, disc, expert, rng)
-    fleet = InProcessFleet(cfg.env, cfg.ppo, cfg.normalize_obs, cfg.n_envs, cfg.seed)
+    fleet = make_fleet(cfg)
 
     scripted = envs.scripted_experts(cfg.env.id).get("scripted")
     expert_action = scripted(None) if scripted is not None else None
@@ -227,9 +249,14 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, quiet: bo
             t0 = time.perf_counter()
             frags = fleet.collect(learner.weights(), cfg.ppo.n_steps)
             collect_s = time.perf_counter() - t0
+            t0 = time.perf_counter()
             stats = learner.round(frags)
+            learn_s = time.perf_counter() - t0
             elapsed = time.perf_counter() - start_time
-            stats.update({"round": learner.version, "env_steps": learner.env_steps, "time/collect_s": collect_s,
+            round_steps = sum(f.n_steps * f.n_envs for f in frags)
+            stats.update(fleet.stats)
+            stats.update({"time/learn_s": learn_s, "time/env_steps_per_s": round_steps / max(collect_s, 1e-9),
+                          "time/learn_rate_mb_s": sum(_nbytes(f) for f in frags) / 2**20 / max(learn_s, 1e-9),"round": learner.version, "env_steps": learner.env_steps, "time/collect_s": collect_s,
                           "time/elapsed_s": elapsed, "time/fps": (learner.env_steps - start_steps) / max(elapsed, 1e-9)})
             done = learner.env_steps >= cfg.total_steps
             if (cfg.eval_every and learner.version % cfg.eval_every == 0) or done:
@@ -252,6 +279,10 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, quiet: bo
     except KeyboardInterrupt:
         interrupted = True
         log(f"interrupted at round {learner.version}: saving a checkpoint")
+    except FleetError as e:
+        path = save_checkpoint()
+        fleet.stop()
+        raise FleetError(f"{e}; checkpoint {path} saved, continue with gailkit train --resume {run_dir}") from None
     finally:
         if bar is not None:
             bar.close()
@@ -267,6 +298,10 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, quiet: bo
     return summary
 
 
+def _nbytes(f) -> int:
+    return sum(getattr(f, name).nbytes for name in ("obs", "acts", "next_obs", "log_probs", "rews", "terminated", "truncated"))
+
+
 def _round_line(s: dict[str, Any]) -> str:
     parts = [f"round {s['round']:>4}", f"steps {s['env_steps']:>8,}", f"fps {s['time/fps']:6.0f}",
              f"disc acc {s.get('disc/acc_expert', float('nan')):.2f}/{s.get('disc/acc_gen', float('nan')):.2f}"]
@@ -274,6 +309,8 @@ def _round_line(s: dict[str, Any]) -> str:
         parts.append(f"true return {s['rollout/ep_rew_mean']:8.1f}")
     if "eval/return_mean" in s:
         parts.append(f"eval {s['eval/return_mean']:8.1f}")
+    if "actors/live" in s:
+        parts.append(f"actors {s['actors/live']:.0f} (restarts {s['actors/restarts']:.0f}, dropped {s['actors/dropped']:.0f})")
     if "eval/action_error" in s:
         parts.append(f"action error {s['eval/action_error']:.3f}")
     return " | ".join(parts)

@@ -1,7 +1,8 @@
-"""Running actors. `InProcessFleet`: the actor code in this process and thread (tests, debuggers).
+"""Running actors. A fleet turns weights into fragments: `start()`, `collect(weights, n_steps)`,
+`state()`, `load_state()`, `stop()`, and `stats` (the last round's `actors/...` figures).
 
-A fleet turns weights into fragments: `start()`, `collect(weights, n_steps)`, `state()`,
-`load_state()`, `stop()`. The learner never sees how.
+`InProcessFleet`: the actor code in this process and thread (tests, debuggers, `--actors 0`).
+`ZmqFleet` (fleet.zmq_fleet): actor processes here and actors on other machines, over ZeroMQ.
 """
 
 from __future__ import annotations
@@ -10,11 +11,17 @@ from typing import Any, Protocol
 
 from gailkit.actor import Actor
 from gailkit.config import EnvConfig, PPOConfig
+from gailkit.errors import GailkitError
 from gailkit.fragments import Fragment, Weights
+
+
+class FleetError(GailkitError):
+    """No live actor for too long, or actors that cannot start."""
 
 
 class Fleet(Protocol):
     n_envs: int
+    stats: dict[str, float]
 
     def start(self) -> None: ...
 
@@ -32,6 +39,7 @@ class InProcessFleet:
 
     def __init__(self, env_cfg: EnvConfig, ppo_cfg: PPOConfig, normalize_obs: bool, n_envs: int, seed: int):
         self.n_envs = n_envs
+        self.stats: dict[str, float] = {}
         self.actor = Actor(env_cfg, ppo_cfg, normalize_obs, actor_id=0, n_envs=n_envs, seed=seed)
 
     def start(self) -> None:

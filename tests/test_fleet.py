@@ -1,0 +1,201 @@
+"""Actor processes and remote actors over ZeroMQ on loopback: real processes, real sockets."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import zmq
+
+from gailkit import policy, train, transport, wire
+from gailkit.config import EnvConfig, PPOConfig
+from gailkit.fleet import FleetError
+from gailkit.fleet.zmq_fleet import ZmqFleet
+from gailkit.wire import Header, Kind
+
+ROOT = Path(__file__).resolve().parents[1]
+SLOW = EnvConfig(id=f"{ROOT / 'tests' / 'slow_env.py'}:SlowCartPole")
+PPO = PPOConfig(net_arch=[16])
+
+
+def _weights(version=0):
+    pol = policy.build(gym.spaces.Box(-np.inf, np.inf, (4,), np.float32), gym.spaces.Discrete(2), PPO, True)
+    return policy.get_weights(pol, version)
+
+
+def _fleet(**kw):
+    args = dict(env_cfg=SLOW, ppo_cfg=PPO, normalize_obs=True, n_slots=2, envs_per_actor=2, seed=0, local_actors=2,
+                heartbeat_timeout=20.0, no_actor_timeout=60.0)
+    args.update(kw)
+    return ZmqFleet(**args)
+
+
+def _in_thread(fn):
+    out = {}
+
+    def run():
+        try:
+            out["value"] = fn()
+        except Exception as e:  # surfaced by the test's assertions
+            out["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, out
+
+
+def _children(pid):
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            kids.append(int(stat.parent.name))
+    return kids
+
+
+def test_two_actor_processes_train_cartpole(tmp_path):
+    cfg = train.train_config("CartPole-v1", "data/", None, [
+        "actors=2", "envs_per_actor=2", "ppo.n_steps=32", "ppo.batch_size=64", "ppo.n_epochs=2", "ppo.net_arch=[16]",
+        "disc.net_arch=[16]", "disc.demo_batch_size=64", "total_steps=512", "eval_episodes=1", "eval_every=4"])
+    s = train.train(cfg, tmp_path / "run", quiet=True, log=lambda m: None)
+    assert s["rounds"] == 4 and s["env_steps"] == 512
+    import csv
+
+    rows = list(csv.DictReader(open(tmp_path / "run" / "metrics.csv")))
+    assert all(float(r["actors/live"]) == 2 for r in rows) and float(rows[-1]["actors/fragments_per_s"]) > 0
+    assert not _children(os.getpid())  # every actor process is gone
+
+
+def test_actor_killed_mid_round_is_replaced_and_round_completes():
+    fleet = _fleet()
+    fleet.start()
+    try:
+        fleet.collect(_weights(0), n_steps=20)  # everyone is up
+        victim = fleet.procs[0]
+        t, out = _in_thread(lambda: fleet.collect(_weights(1), n_steps=150))  # ~0.6 s of stepping per slot
+        time.sleep(0.3)
+        os.kill(victim.pid, signal.SIGKILL)
+        t.join(120)
+        assert "error" not in out, out.get("error")
+        frags = out["value"]
+        assert len(frags) == 2 and all(f.obs.shape == (150, 2, 4) and f.policy_version == 1 for f in frags)
+        assert fleet.restarts == 1 and victim.poll() is not None
+        assert len(fleet.procs) == 2 and all(p.poll() is None for p in fleet.procs)  # a replacement runs
+        assert victim not in fleet.procs
+    finally:
+        fleet.stop()
+    assert all(p.poll() is not None for p in fleet.procs)
+
+
+def test_garbage_wrong_version_and_wrong_run_are_dropped():
+    fleet = _fleet()
+    fleet.start()
+    try:
+        t, out = _in_thread(lambda: fleet.collect(_weights(0), n_steps=100))
+        ctx = zmq.Context()
+        rogue = ctx.socket(zmq.DEALER)
+        rogue.setsockopt(zmq.LINGER, 0)
+        rogue.connect(fleet.address)
+        rogue.send_multipart([b"garbage"])
+        rogue.send_multipart([b"x" * wire.HEADER_SIZE, b"body"])
+        good = Header(Kind.FRAGMENT, fleet.run_id, 0, 0)
+        rogue.send_multipart([Header(Kind.FRAGMENT, fleet.run_id, 0, 0, protocol=99).pack(), b""])
+        rogue.send_multipart([Header(Kind.FRAGMENT, os.urandom(16), 0, 0).pack(), b""])
+        rogue.send_multipart([good.pack(), b"not arrow"])  # from a peer that never said hello
+        t.join(120)
+        rogue.close()
+        ctx.term()
+        assert "error" not in out, out.get("error")
+        assert len(out["value"]) == 2
+        d = fleet.dropped
+        assert d["malformed"] >= 2 and d["wrong_version"] == 1 and d["wrong_run"] == 1 and d["unknown_peer"] == 1, d
+    finally:
+        fleet.stop()
+
+
+def test_no_live_actor_fails_within_the_timeout():
+    fleet = _fleet(local_actors=0, no_actor_timeout=1.0)
+    fleet.start()
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(FleetError, match="no live actor for 1 s"):
+            fleet.collect(_weights(0), n_steps=10)
+        assert time.monotonic() - t0 < 10
+    finally:
+        fleet.stop()
+
+
+def test_listening_beyond_loopback_needs_keys():
+    from gailkit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="listening beyond loopback needs --key-file"):
+        transport.LearnerEndpoint("tcp://0.0.0.0:0", os.urandom(16))
+
+
+def test_remote_actor_with_curve_keys_and_unauthenticated_peer_refused(tmp_path):
+    keys = transport.generate_keys(tmp_path / "k.json")
+    assert oct(keys.stat().st_mode & 0o777) == "0o600"
+    fleet = _fleet(local_actors=0, n_slots=1, key_file=str(keys), listen="tcp://127.0.0.1:0")
+    fleet.start()
+    # a peer without the keys: its handshake fails and it is counted
+    ctx = zmq.Context()
+    intruder = ctx.socket(zmq.DEALER)
+    intruder.setsockopt(zmq.LINGER, 0)
+    other_pub, other_sec = zmq.curve_keypair()
+    intruder.curve_serverkey = transport.read_keys(keys)["server_public"]
+    intruder.curve_publickey, intruder.curve_secretkey = other_pub, other_sec
+    intruder.connect(fleet.address)
+    intruder.send_multipart([Header(Kind.HELLO, bytes(16), -1, 0).pack(), b"{}"], flags=zmq.NOBLOCK)
+    # a remote actor (its own process, as on another machine) with the key file
+    actor = subprocess.Popen([sys.executable, "-m", "gailkit.cli", "actor", "--connect", fleet.address,
+                              "--key-file", str(keys)], cwd=ROOT)
+    try:
+        frags = fleet.collect(_weights(0), n_steps=10)
+        assert len(frags) == 1 and frags[0].obs.shape == (10, 2, 4)
+        deadline = time.monotonic() + 10
+        while fleet.endpoint.refused == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert fleet.endpoint.refused >= 1
+        assert len(fleet.peers) == 1  # the intruder never registered
+    finally:
+        intruder.close()
+        ctx.term()
+        fleet.stop()
+        assert actor.wait(timeout=10) == 0  # STOP makes the remote actor exit cleanly
+
+
+def test_killed_learner_leaves_no_actor_running(tmp_path):
+    learner = subprocess.Popen([sys.executable, "-m", "gailkit.cli", "train", "--env", "CartPole-v1", "--demos", "data/",
+                                "--actors", "2", "--envs-per-actor", "2", "--total-steps", "10000000", "--quiet", "--set", "ppo.batch_size=64",
+                                "--run-dir", str(tmp_path / "run")], cwd=ROOT, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        actors = []
+        while len(actors) < 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
+            actors = _children(learner.pid)
+        assert len(actors) == 2, "actors did not start"
+        time.sleep(2)
+    finally:
+        learner.kill()
+        learner.wait()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in actors):
+        time.sleep(0.2)
+        for p in actors:  # reap zombies re-parented to us, if any
+            try:
+                os.waitpid(p, os.WNOHANG)
+            except ChildProcessError:
+                pass
+    alive = [p for p in actors if Path(f"/proc/{p}").exists() and "Z" not in Path(f"/proc/{p}/stat").read_text().split()[2]]
+    assert not alive
