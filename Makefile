@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 GAILKIT := $(VENV)/bin/gailkit
 
-.PHONY: setup run test bench-demos bench-gail
+.PHONY: setup run test bench-demos bench-gail bench-fleet bench-onnx
 
 setup:
 	@bash scripts/setup.sh
@@ -20,3 +20,9 @@ bench-demos: setup
 
 bench-gail: setup
 	$(PY) bench/gail_vs_imitation.py --env CartPole-v1 --seeds 0 1 2 --steps 150000
+
+bench-fleet: setup
+	$(PY) bench/fleet_throughput.py
+
+bench-onnx: setup
+	$(PY) bench/onnx_latency.py

@@ -51,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--local-actors", type=int, help="actor processes to start here (default: --actors, or 0 with --listen)")
     p.add_argument("--listen", help="accept actors from other machines, e.g. tcp://0.0.0.0:5555 (needs --key-file)")
     p.add_argument("--key-file", help="CURVE key file from gailkit keys generate")
+    p.add_argument("--fleet", choices=["local", "ray"], help="who runs the --actors: local processes (default) or Ray")
+    p.add_argument("--ray-address", help="with --fleet ray: the cluster to join (auto); default: a local Ray")
     _add_config_flags(p)
     p.set_defaults(func=cmd_train)
 
@@ -163,7 +165,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             overrides.append(f"{key}={getattr(args, flag)}")
     if args.unsafe_pickle:
         overrides.append("unsafe_pickle=true")
-    for flag in ("actors", "envs_per_actor", "local_actors", "listen", "key_file"):
+    for flag in ("actors", "envs_per_actor", "local_actors", "listen", "key_file", "fleet", "ray_address"):
         if getattr(args, flag) is not None:
             overrides.append(f"{flag}={getattr(args, flag)}")
     if args.resume is not None:

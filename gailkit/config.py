@@ -104,6 +104,10 @@ class TrainConfig:
     """Envs stepped by the in-process fleet (`actors: 0`)."""
     actors: int = 0
     """Fragment slots per round filled by actor processes (each `envs_per_actor` envs); 0: in-process."""
+    fleet: Literal["local", "ray"] = "local"
+    """Who runs the actors: local (processes here, plus remote ones with `listen`) or ray."""
+    ray_address: str = ""
+    """With `fleet: ray`: the cluster to join (`auto`); empty starts a local Ray."""
     envs_per_actor: int = 8
     local_actors: int = -1
     """Actor processes to start on this machine; -1: `actors` without `listen`, else 0."""

@@ -82,8 +82,8 @@ def make_factory(cfg: EnvConfig | str) -> Callable[[], gym.Env]:
     if _is_registered(name):
         return _RegisteredFactory(name, kwargs)
     if ":" in name:
-        cls = _load_class(name)
-        return _ClassFactory(name, cls, kwargs)
+        _load_class(name)  # fail now, with a clear error, if it cannot load
+        return _ClassFactory(name, kwargs)
     close = difflib.get_close_matches(name, list(gym.registry), n=4, cutoff=0.5)
     hint = f" (close matches: {', '.join(close)})" if close else ""
     raise EnvError(
@@ -104,16 +104,19 @@ class _RegisteredFactory:
 
 
 class _ClassFactory:
-    def __init__(self, name: str, cls: type, kwargs: dict[str, Any]):
-        self.name, self.cls, self.kwargs = name, cls, kwargs
+    """Holds the name, not the class, so it pickles to worker processes (SB3's SubprocVecEnv)."""
+
+    def __init__(self, name: str, kwargs: dict[str, Any]):
+        self.name, self.kwargs = name, kwargs
 
     def __call__(self) -> gym.Env:
+        cls = _load_class(self.name)
         try:
-            env = self.cls(**self.kwargs)
+            env = cls(**self.kwargs)
         except TypeError as e:
             raise EnvError(f"--env {self.name}: cannot construct with kwargs {self.kwargs} ({e})") from None
         if not isinstance(env, gym.Env):
-            raise EnvError(f"--env {self.name}: {self.cls.__name__} is not a gymnasium.Env")
+            raise EnvError(f"--env {self.name}: {cls.__name__} is not a gymnasium.Env")
         return env
 
 

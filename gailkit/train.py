@@ -80,6 +80,8 @@ def check_settings(cfg: TrainConfig) -> None:
             raise ConfigError(f"'{key}' must be >= 1, got {value}")
     if cfg.actors < 0:
         raise ConfigError(f"'actors' must be >= 0, got {cfg.actors}")
+    if cfg.fleet == "ray" and cfg.actors == 0:
+        raise ConfigError("'fleet: ray' needs 'actors' >= 1 (the number of Ray actors)")
     if cfg.listen and cfg.actors == 0:
         raise ConfigError("'listen' needs 'actors' >= 1 (the number of fragment slots per round)")
     n_envs = total_envs(cfg)
@@ -100,6 +102,13 @@ def total_envs(cfg: TrainConfig) -> int:
 def make_fleet(cfg: TrainConfig):
     if cfg.actors == 0:
         return InProcessFleet(cfg.env, cfg.ppo, cfg.normalize_obs, cfg.n_envs, cfg.seed)
+    if cfg.fleet == "ray":
+        try:
+            from gailkit.fleet.ray_fleet import RayFleet
+        except ImportError:
+            raise ConfigError("'fleet: ray' needs Ray: pip install 'gailkit[ray]'") from None
+        return RayFleet(cfg.env, cfg.ppo, cfg.normalize_obs, cfg.actors, cfg.envs_per_actor, cfg.seed,
+                        cfg.ray_address, no_actor_timeout=cfg.no_actor_timeout)
     from gailkit.fleet.zmq_fleet import ZmqFleet
 
     local = cfg.local_actors if cfg.local_actors >= 0 else (0 if cfg.listen else cfg.actors)
@@ -310,7 +319,8 @@ def _round_line(s: dict[str, Any]) -> str:
     if "eval/return_mean" in s:
         parts.append(f"eval {s['eval/return_mean']:8.1f}")
     if "actors/live" in s:
-        parts.append(f"actors {s['actors/live']:.0f} (restarts {s['actors/restarts']:.0f}, dropped {s['actors/dropped']:.0f})")
+        parts.append(f"actors {s['actors/live']:.0f} (restarts {s.get('actors/restarts', 0):.0f}, "
+                     f"dropped {s.get('actors/dropped', 0):.0f})")
     if "eval/action_error" in s:
         parts.append(f"action error {s['eval/action_error']:.3f}")
     return " | ".join(parts)

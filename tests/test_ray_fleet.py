@@ -1,0 +1,46 @@
+"""The Ray fleet on a local Ray with 2 CPUs: the same actor code, a few GAIL rounds, a dead actor restarted."""
+
+import csv
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from gailkit import policy, train
+from gailkit.config import EnvConfig, PPOConfig
+
+ray = pytest.importorskip("ray")  # the optional extra gailkit[ray]; CI installs it
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield
+    ray.shutdown()
+
+
+def test_ray_fleet_trains_a_few_rounds(tmp_path, local_ray):
+    cfg = train.train_config("CartPole-v1", "data/", None, [
+        "fleet=ray", "actors=2", "envs_per_actor=2", "ppo.n_steps=32", "ppo.batch_size=64", "ppo.n_epochs=2",
+        "ppo.net_arch=[16]", "disc.net_arch=[16]", "disc.demo_batch_size=64", "total_steps=384", "eval_episodes=1"])
+    s = train.train(cfg, tmp_path / "run", quiet=True, log=lambda m: None)
+    assert s["rounds"] == 3 and s["env_steps"] == 384
+    rows = list(csv.DictReader(open(tmp_path / "run" / "metrics.csv")))
+    assert all(float(r["actors/live"]) == 2 for r in rows)
+
+
+def test_dead_ray_actor_is_restarted(local_ray):
+    from gailkit.fleet.ray_fleet import RayFleet
+
+    ppo = PPOConfig(net_arch=[16])
+    fleet = RayFleet(EnvConfig(id="CartPole-v1"), ppo, True, n_slots=2, envs_per_actor=2, seed=0)
+    fleet.start()
+    pol = policy.build(gym.spaces.Box(-np.inf, np.inf, (4,), np.float32), gym.spaces.Discrete(2), ppo, True)
+    try:
+        assert len(fleet.collect(policy.get_weights(pol, 0), 16)) == 2
+        ray.kill(fleet.actors[0], no_restart=False)  # as if its worker process died
+        frags = fleet.collect(policy.get_weights(pol, 1), 16)
+        assert len(frags) == 2 and all(f.obs.shape == (16, 2, 4) and f.policy_version == 1 for f in frags)
+        assert fleet.restarts >= 1
+    finally:
+        fleet.stop()
