@@ -115,6 +115,9 @@ class TrainConfig:
     """Where the learner listens for actors, e.g. tcp://0.0.0.0:5555 (needs key_file beyond loopback)."""
     key_file: str = ""
     """CURVE key file from `gailkit keys generate`; actors must present its client key."""
+    max_policy_lag: int = 0
+    """0: round v trains only on fragments of weights v. 1: actors collect round v + 1 with weights v
+    while the learner trains round v (PPO's ratio uses the fragments' behaviour log-probs)."""
     heartbeat_timeout: float = 10.0
     """Seconds of silence after which an actor counts as dead and its slot goes to another."""
     no_actor_timeout: float = 60.0

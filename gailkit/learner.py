@@ -39,12 +39,13 @@ class Learner:
 
     def round(self, frags: list[Fragment]) -> dict[str, float]:
         """Train on fragments collected with the current version; returns `section/key` stats."""
-        stale = [f.policy_version for f in frags if f.policy_version != self.version]
+        lag = self.cfg.max_policy_lag
+        stale = [f.policy_version for f in frags if not self.version - lag <= f.policy_version <= self.version]
         if stale:
-            raise ValueError(f"fragments of versions {stale} given to learner at version {self.version}")
+            raise ValueError(f"fragments of versions {stale} given to learner at version {self.version} (max lag {lag})")
         frag = fragments_mod.stack(frags)
         t, e = frag.n_steps, frag.n_envs
-        stats: dict[str, float] = {}
+        stats: dict[str, float] = {"actors/policy_lag": float(self.version - min(f.policy_version for f in frags))}
 
         start = time.perf_counter()
         flat = lambda a: a.reshape(t * e, *a.shape[2:])  # noqa: E731

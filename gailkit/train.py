@@ -32,7 +32,7 @@ METRIC_COLUMNS = [
     "train/clip_fraction", "train/explained_variance", "train/std", "eval/return_mean", "eval/return_std",
     "eval/normalized", "eval/action_error", "time/learn_s", "time/env_steps_per_s", "time/learn_rate_mb_s",
     "actors/live", "actors/restarts", "actors/dropped", "actors/refused", "actors/wait_s", "actors/sample_s",
-    "actors/fragments_per_s", "actors/fragment_mb",
+    "actors/fragments_per_s", "actors/fragment_mb", "actors/policy_lag",
 ]
 KEEP_CHECKPOINTS = 3
 
@@ -80,6 +80,10 @@ def check_settings(cfg: TrainConfig) -> None:
             raise ConfigError(f"'{key}' must be >= 1, got {value}")
     if cfg.actors < 0:
         raise ConfigError(f"'actors' must be >= 0, got {cfg.actors}")
+    if cfg.max_policy_lag not in (0, 1):
+        raise ConfigError(f"'max_policy_lag' must be 0 or 1, got {cfg.max_policy_lag}")
+    if cfg.max_policy_lag and (cfg.actors == 0 or cfg.fleet == "ray"):
+        raise ConfigError("'max_policy_lag: 1' needs actor processes ('actors' >= 1, 'fleet: local')")
     if cfg.fleet == "ray" and cfg.actors == 0:
         raise ConfigError("'fleet: ray' needs 'actors' >= 1 (the number of Ray actors)")
     if cfg.listen and cfg.actors == 0:
@@ -114,7 +118,8 @@ def make_fleet(cfg: TrainConfig):
     local = cfg.local_actors if cfg.local_actors >= 0 else (0 if cfg.listen else cfg.actors)
     return ZmqFleet(cfg.env, cfg.ppo, cfg.normalize_obs, cfg.actors, cfg.envs_per_actor, cfg.seed, local,
                     listen=cfg.listen or "tcp://127.0.0.1:0", key_file=cfg.key_file or None,
-                    heartbeat_timeout=cfg.heartbeat_timeout, no_actor_timeout=cfg.no_actor_timeout)
+                    heartbeat_timeout=cfg.heartbeat_timeout, no_actor_timeout=cfg.no_actor_timeout,
+                    max_policy_lag=cfg.max_policy_lag)
 
 
 def _policy_actor(pol, action_space: gym.Space) -> Callable[[np.ndarray], Any]:

@@ -75,6 +75,19 @@ def test_two_actor_processes_train_cartpole(tmp_path):
     assert not _children(os.getpid())  # every actor process is gone
 
 
+def test_policy_lag_one_overlaps_collection_and_learning(tmp_path):
+    import csv
+
+    cfg = train.train_config("CartPole-v1", "data/", None, [
+        "actors=2", "envs_per_actor=2", "max_policy_lag=1", "ppo.n_steps=32", "ppo.batch_size=64", "ppo.n_epochs=2",
+        "ppo.net_arch=[16]", "disc.net_arch=[16]", "disc.demo_batch_size=64", "total_steps=640", "eval_episodes=1"])
+    s = train.train(cfg, tmp_path / "run", quiet=True, log=lambda m: None)
+    assert s["rounds"] == 5
+    lags = [float(r["actors/policy_lag"]) for r in csv.DictReader(open(tmp_path / "run" / "metrics.csv"))]
+    assert lags[0] == 0 and all(lag == 1 for lag in lags[1:]), lags  # rounds 2.. trained on v - 1 fragments
+    assert not _children(os.getpid())
+
+
 def test_actor_killed_mid_round_is_replaced_and_round_completes():
     fleet = _fleet()
     fleet.start()

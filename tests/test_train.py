@@ -78,6 +78,8 @@ def test_custom_env_learns_the_scripted_mapping(tmp_path):
     (["--env", "CustomEnv", "--demos", "data/customenv.arrow", "--device", "cuda:7"], "no CUDA device"),
     (["--env", "CustomEnv", "--demos", "nowhere/"], "nowhere: no such file or folder"),
     (["--resume", "nowhere"], "no config.yaml there"),
+    (["--env", "CustomEnv", "--demos", "data/customenv.arrow", "--set", "max_policy_lag=1"], "needs actor processes"),
+    (["--env", "CustomEnv", "--demos", "data/customenv.arrow", "--fleet", "ray"], "'fleet: ray' needs 'actors' >= 1"),
     (["--env", "CustomEnv", "--demos", "data/customenv.arrow", "--listen", "tcp://127.0.0.1:0"], "'listen' needs 'actors' >= 1"),
     (["--env", "CustomEnv", "--demos", "data/customenv.arrow", "--actors", "1", "--listen", "tcp://0.0.0.0:0"],
      "listening beyond loopback needs --key-file"),

@@ -39,12 +39,13 @@ class ZmqFleet:
     def __init__(self, env_cfg: EnvConfig, ppo_cfg: PPOConfig, normalize_obs: bool, n_slots: int,
                  envs_per_actor: int, seed: int, local_actors: int, listen: str = "tcp://127.0.0.1:0",
                  key_file: str | None = None, heartbeat_timeout: float = 10.0, no_actor_timeout: float = 60.0,
-                 heartbeat_s: float = 1.0):
+                 heartbeat_s: float = 1.0, max_policy_lag: int = 0):
         self.env_cfg, self.ppo_cfg, self.normalize_obs = env_cfg, ppo_cfg, normalize_obs
         self.n_slots, self.envs_per_actor, self.seed = n_slots, envs_per_actor, seed
         self.local_actors, self.key_file = local_actors, key_file
         self.heartbeat_timeout, self.no_actor_timeout, self.heartbeat_s = heartbeat_timeout, no_actor_timeout, heartbeat_s
         self.n_envs = n_slots * envs_per_actor
+        self.max_policy_lag = max_policy_lag
         self.run_id = os.urandom(16)
         self.endpoint = transport.LearnerEndpoint(listen, self.run_id, key_file)
         self.peers: dict[bytes, _Peer] = {}
@@ -150,9 +151,14 @@ class ZmqFleet:
                 self._spawn()
 
     def collect(self, weights: Weights, n_steps: int) -> list[Fragment]:
+        """One fragment per slot, of version `weights.version` (or up to `max_policy_lag` older:
+        with a lag, every slot is handed out again as soon as a round's fragments are in, so the
+        actors collect the next round while the learner trains)."""
         body = wire.encode_work(weights, n_steps)
-        pending: collections.deque[int] = collections.deque(range(self.n_slots))
+        busy = {p.slot for p in self.peers.values() if p.slot is not None}
+        pending: collections.deque[int] = collections.deque(s for s in range(self.n_slots) if s not in busy)
         results: dict[int, Fragment] = {}
+        oldest = weights.version - self.max_policy_lag
         start = last_live = time.monotonic()
         received_bytes, sample_s = 0, []
         while len(results) < self.n_slots:
@@ -185,8 +191,11 @@ class ZmqFleet:
             peer.last_seen = now
             if header.kind != Kind.FRAGMENT:
                 continue
-            if peer.slot is None or header.policy_version != weights.version:
+            if peer.slot is None or not oldest <= header.policy_version <= weights.version or peer.slot in results:
                 self.dropped["stale"] += 1
+                if peer.slot is not None and peer.slot not in results:
+                    pending.appendleft(peer.slot)  # the slot still needs a fresh fragment
+                peer.slot = None
                 continue
             try:
                 frag = wire.decode_fragment(header, payload)
@@ -201,6 +210,11 @@ class ZmqFleet:
             peer.slot = None
             received_bytes += len(payload)
             sample_s.append(frag.sample_seconds)
+        if self.max_policy_lag:
+            for peer, slot in zip(list(self.peers.values()), range(self.n_slots)):  # next round, with weights v
+                if peer.slot is None and self.endpoint.send(
+                        peer.identity, Header(Kind.WORK, self.run_id, peer.actor_id, weights.version), body):
+                    peer.slot = slot
         wait = time.monotonic() - start
         self.stats = {"actors/live": float(len(self.peers)), "actors/restarts": float(self.restarts),
                       "actors/dropped": float(sum(self.dropped.values())), "actors/refused": float(self.endpoint.refused),
