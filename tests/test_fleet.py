@@ -212,3 +212,29 @@ def test_killed_learner_leaves_no_actor_running(tmp_path):
                 pass
     alive = [p for p in actors if Path(f"/proc/{p}").exists() and "Z" not in Path(f"/proc/{p}/stat").read_text().split()[2]]
     assert not alive
+
+
+def test_remote_actor_carries_on_after_the_learner_drops_and_returns():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    first = _fleet(local_actors=0, n_slots=1, listen=f"tcp://127.0.0.1:{port}")
+    first.start()
+    actor = subprocess.Popen([sys.executable, "-m", "gailkit.cli", "actor", "--connect", f"tcp://127.0.0.1:{port}"], cwd=ROOT)
+    try:
+        assert len(first.collect(_weights(0), n_steps=10)) == 1
+        first.endpoint.close()  # the learner's socket vanishes without a word (crash, network cut)
+        time.sleep(1)
+        second = _fleet(local_actors=0, n_slots=1, listen=f"tcp://127.0.0.1:{port}")
+        second.start()
+        try:
+            frags = second.collect(_weights(5), n_steps=10)  # the same actor process comes back by itself
+            assert len(frags) == 1 and frags[0].policy_version == 5 and actor.poll() is None
+        finally:
+            second.stop()
+        assert actor.wait(timeout=10) == 0
+    finally:
+        if actor.poll() is None:
+            actor.kill()

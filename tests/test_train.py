@@ -116,3 +116,26 @@ def test_cli_smoke_train_then_resume(tmp_path):
     r = run_cli("train", "--resume", str(run), "--total-steps", "256", "--quiet")
     assert r.returncode == 0, r.stderr
     assert "resuming at round 2" in r.stdout and "4 rounds, 256 env steps" in r.stdout
+
+
+def test_ctrl_c_saves_a_checkpoint_and_exits_0(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import ROOT
+
+    run = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "gailkit.cli", "train", "--env", "CustomEnv", "--demos", "data/",
+                             "--total-steps", "100000000", "--quiet", "--run-dir", str(run)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (run / "metrics.csv").is_file():
+        time.sleep(0.2)
+    time.sleep(2)  # a few rounds in
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "interrupted, checkpoint saved" in out
+    assert list((run / "checkpoints").glob("round_*.pt")) and not (run / "final").exists()
