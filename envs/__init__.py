@@ -14,13 +14,33 @@ import gymnasium as gym
 from envs import custom_env
 
 ENVS = {
-    "CustomEnv": "envs.custom_env:CustomEnv",
+    "CustomEnv": ("envs.custom_env:CustomEnv", {}),
+    "TrafficLight-v0": ("envs.traffic_light:TrafficLightEnv", {"grid": 1}),  # needs gailkit[sumo]
+    "TrafficGrid-v0": ("envs.traffic_light:TrafficLightEnv", {"grid": 2}),
 }
+
+def _max_pressure(env: gym.Env) -> Callable[[Any], Any]:
+    return lambda obs: env.unwrapped.max_pressure_action()
+
+
+def _sumo_controller(kind: str) -> Callable[[gym.Env], Callable[[Any], Any]]:
+    """SUMO's own program drives (`controller=kind`); the env reports its choice as info['expert_action']."""
+
+    def factory(env: gym.Env) -> Callable[[Any], Any]:
+        return lambda obs: 0
+
+    factory.env_kwargs = {"controller": kind}  # type: ignore[attr-defined]
+    return factory
+
+
+_TRAFFIC = {"actuated": _sumo_controller("actuated"), "fixed-time": _sumo_controller("fixed"), "max-pressure": _max_pressure}
 
 SCRIPTED_EXPERTS: dict[str, dict[str, Callable[[gym.Env], Callable[[Any], Any]]]] = {
     "CustomEnv": {"scripted": lambda env: custom_env.expert_action},
+    "TrafficLight-v0": _TRAFFIC,
+    "TrafficGrid-v0": _TRAFFIC,
 }
 
-for _env_id, _entry_point in ENVS.items():
+for _env_id, (_entry_point, _kwargs) in ENVS.items():
     if _env_id not in gym.registry:
-        gym.register(id=_env_id, entry_point=_entry_point)
+        gym.register(id=_env_id, entry_point=_entry_point, kwargs=_kwargs)

@@ -130,8 +130,7 @@ def load_expert(spec: str, env_id: str | None, deterministic: bool) -> tuple[Pol
         raise ExpertError(f"--expert {spec}: pass --env for a scripted expert")
     scripted = envs.scripted_experts(env_id)
     if spec in scripted:
-        env = envs.make_factory(env_id)()
-        return scripted[spec](env), env_id, {"scripted": spec}
+        return Scripted(scripted[spec]), env_id, {"scripted": spec}
     if ":" in spec:
         import importlib
 
@@ -145,12 +144,33 @@ def load_expert(spec: str, env_id: str | None, deterministic: bool) -> tuple[Pol
     raise ExpertError(f"--expert {spec}: not a .zip file, nor a scripted expert of {env_id} (it has: {names}), nor module:function")
 
 
-def record(policy: Policy, env_cfg: EnvConfig | str, episodes: int, seed: int, source: str) -> demos.Demos:
-    """Roll out `policy` for `episodes` episodes seeded `seed + i`; every transition with its reward."""
+class Scripted:
+    """A non-neural expert from `envs/`: `factory(env) -> policy`, bound to the env it drives.
+
+    A factory may carry `env_kwargs` (e.g. `{"controller": "actuated"}`: the simulator's own
+    controller drives and the env reports its choice as `info["expert_action"]`).
+    """
+
+    def __init__(self, factory: Callable):
+        self.factory = factory
+        self.env_kwargs: dict[str, Any] = dict(getattr(factory, "env_kwargs", {}))
+
+    def bind(self, env: Any) -> Policy:
+        return self.factory(env)
+
+
+def record(policy: Policy | Scripted, env_cfg: EnvConfig | str, episodes: int, seed: int, source: str) -> demos.Demos:
+    """Roll out `policy` for `episodes` episodes seeded `seed + i`; every transition with its reward.
+
+    Where the env reports `info["expert_action"]` (its own controller drove), that is the action recorded.
+    """
     if episodes < 1:
         raise ExpertError(f"--episodes must be >= 1, got {episodes}")
     env_cfg = EnvConfig(id=env_cfg) if isinstance(env_cfg, str) else env_cfg
-    env = envs.make_factory(env_cfg)()
+    extra = policy.env_kwargs if isinstance(policy, Scripted) else {}
+    env = envs.make_factory(EnvConfig(id=env_cfg.id, kwargs={**env_cfg.kwargs, **extra}))()
+    if isinstance(policy, Scripted):
+        policy = policy.bind(env)
     cols: dict[str, list] = {k: [] for k in ("obs", "acts", "next_obs", "terminated", "truncated", "rews", "episode_id", "step")}
     try:
         for ep in range(episodes):
@@ -159,7 +179,9 @@ def record(policy: Policy, env_cfg: EnvConfig | str, episodes: int, seed: int, s
             t, done = 0, False
             while not done:
                 act = np.asarray(policy(obs))
-                next_obs, r, term, trunc, _ = env.step(act)
+                next_obs, r, term, trunc, info = env.step(act)
+                if "expert_action" in info:
+                    act = np.asarray(info["expert_action"])
                 for k, v in zip(cols, (obs, act, next_obs, term, trunc, r, ep, t)):
                     cols[k].append(v)
                 obs, t, done = next_obs, t + 1, term or trunc

@@ -32,6 +32,6 @@ stamp="$venv/.gailkit-setup"
 want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "setup: installing gailkit and its dependencies"
-  "${pip[@]}" -e ".[test,ray]"
+  "${pip[@]}" -e ".[test,ray,sumo]"
   echo "$want" > "$stamp"
 fi
