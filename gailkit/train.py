@@ -1,7 +1,8 @@
 """`gailkit train`: builds everything from the config, loops GAIL rounds, evaluates, checkpoints.
 
 Run directory: config.yaml (resolved), metrics.csv, tensorboard/, checkpoints/round_*.pt,
-best/checkpoint.pt (best deterministic eval return), final/checkpoint.pt.
+best/checkpoint.pt (best deterministic evaluation: highest return, or lowest action error where the
+env has a scripted expert, since there the return says nothing), final/checkpoint.pt.
 """
 
 from __future__ import annotations
@@ -231,7 +232,7 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, quiet: bo
     def snapshot() -> dict[str, Any]:
         return {"round": learner.version, "env_steps": learner.env_steps, "config": config.to_dict(cfg),
                 "generator": generator.state_dict(), "discriminator": disc.state_dict(), "fleet": fleet.state(),
-                "rng": _rng_state(rng), "best_return": best, "reward_fn": reward_fn,
+                "rng": _rng_state(rng), "best_return": best,  # the best score (return, or -action error) "reward_fn": reward_fn,
                 "spaces": {"observation": demos.space_to_json(obs_space), "action": demos.space_to_json(act_space)}}
 
     def save_checkpoint() -> Path:
@@ -278,8 +279,9 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, quiet: bo
                 last_eval = evaluate()
                 last_eval["time/eval_s"] = time.perf_counter() - t0
                 stats.update(last_eval)
-                if last_eval["eval/return_mean"] > best:
-                    best = last_eval["eval/return_mean"]
+                score = -last_eval["eval/action_error"] if "eval/action_error" in last_eval else last_eval["eval/return_mean"]
+                if score > best:
+                    best = score
                     checkpoint.save(run_dir / "best" / "checkpoint.pt", snapshot())
             metrics.write(stats)
             if bar is not None:
