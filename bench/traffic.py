@@ -27,6 +27,8 @@ ENV = "TrafficLight-v0"
 
 
 def run(policy, env_kwargs: dict, episodes: int, seed: int) -> dict[str, float]:
+    if isinstance(policy, experts.Scripted):  # SUMO's own controllers drive through env kwargs
+        env_kwargs = {**env_kwargs, **policy.env_kwargs}
     env = envs.make_factory(EnvConfig(id=ENV, kwargs=env_kwargs))()
     if isinstance(policy, experts.Scripted):
         policy = policy.bind(env)
@@ -55,18 +57,22 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=48_000)
     p.add_argument("--episodes", type=int, default=10)
     p.add_argument("--run-dir", type=Path, default=None)
+    p.add_argument("--no-train", action="store_true", help="evaluate the existing --run-dir instead of training")
     args = p.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="gailkit-traffic-"))
-    if args.demos:
-        demo_path = Path(args.demos)
+    if args.demos or args.no_train:
+        demo_path = Path(args.demos or "(existing run)")
     else:
         policy, env_id, _ = experts.load_expert("actuated", ENV, deterministic=True)
         d = experts.record(policy, ENV, args.demo_episodes, seed=0, source="actuated")
         demo_path = demos.save(d, tmp / "actuated.arrow")
     run_dir = args.run_dir or tmp / "run"
-    cfg = train.train_config(ENV, str(demo_path), None, [f"total_steps={args.steps}"])
     t0 = time.perf_counter()
-    summary = train.train(cfg, run_dir, quiet=True, log=print)
+    if args.no_train:
+        summary = {"env_steps": "(existing run)"}
+    else:
+        cfg = train.train_config(ENV, str(demo_path), None, [f"total_steps={args.steps}"])
+        summary = train.train(cfg, run_dir, quiet=True, log=print)
     train_s = time.perf_counter() - t0
     onnx_path = run_dir / "policy.onnx"
     export.export(run_dir, onnx_path, which="best")
@@ -80,7 +86,7 @@ def main() -> None:
     }
     rng = np.random.default_rng(0)
     rows["uniform random actions"] = run(lambda obs: int(rng.integers(2)), {}, args.episodes, seed)
-    print(f"# {ENV}, demos {demo_path}, GAIL {summary['env_steps']:,} env steps in {train_s:.0f} s "
+    print(f"# {ENV}, demos {demo_path}, GAIL {summary['env_steps']} env steps in {train_s:.0f} s "
           f"(best checkpoint exported), {args.episodes} evaluation episodes from seed {seed}, {time.strftime('%Y-%m-%d')}")
     print("| controller | total waiting time (veh·s) | throughput (veh) | mean travel time (s) |\n|---|---|---|---|")
     for name, r in rows.items():

@@ -155,11 +155,12 @@ class LearnerEndpoint:
                 self.dropped[e.reason] += 1
         return None
 
-    def close(self) -> None:
+    def close(self, linger_ms: int = 0) -> None:
+        """Close; `linger_ms` gives messages still queued (a last STOP) that long to leave."""
         if self._sock is not None:
             if self._monitor_thread is not None:
                 self._sock.disable_monitor()
-            self._sock.close(linger=0)
+            self._sock.close(linger=linger_ms)
             self._sock = None
         if self._auth is not None:
             self._auth.stop()

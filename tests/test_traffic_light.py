@@ -121,3 +121,25 @@ def _is_our_sumo(proc: Path) -> bool:
         return bool(cmd) and cmd[0].endswith(b"/sumo") and _alive(int(proc.name))
     except OSError:
         return False
+
+
+def test_sumo_ends_when_its_python_process_is_killed(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "hold.py"
+    script.write_text("import gymnasium as gym, envs, time\n"
+                      "e = gym.make('TrafficLight-v0').unwrapped\ne.reset(seed=0)\n"
+                      "print(e._proc.pid, flush=True)\ntime.sleep(120)\n")
+    proc = subprocess.Popen([sys.executable, str(script)], cwd=Path(__file__).resolve().parents[1],
+                            stdout=subprocess.PIPE, text=True)
+    sumo_pid = int(proc.stdout.readline())
+    assert _alive(sumo_pid)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while _alive(sumo_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(sumo_pid)  # SUMO quits when its TraCI client's connection drops

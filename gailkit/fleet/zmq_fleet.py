@@ -89,7 +89,7 @@ class ZmqFleet:
                 proc.kill()
                 proc.wait()
         self.procs = []
-        self.endpoint.close()
+        self.endpoint.close(linger_ms=1000)  # let STOPs to remote actors go out
 
     def state(self) -> dict[str, Any]:
         return {"actors": []}  # actor processes restart their episodes on resume (see README)
