@@ -17,7 +17,6 @@ import platform
 import time
 from pathlib import Path
 
-import gymnasium as gym
 import numpy as np
 import torch as th
 import zmq

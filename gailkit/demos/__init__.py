@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import gymnasium as gym
