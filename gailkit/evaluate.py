@@ -14,9 +14,8 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-import gymnasium as gym
 import numpy as np
 
 from gailkit import checkpoint, config, demos, envs, fsutil, policy
@@ -30,14 +29,6 @@ class EvaluateError(GailkitError):
     """What to evaluate cannot be found or does not fit the env."""
 
 
-def _torch_actor(pol, action_space: gym.Space) -> Callable[[np.ndarray], Any]:
-    def act(obs):
-        a, _ = policy.act(pol, np.asarray(obs)[None], deterministic=True)
-        return policy.env_action(action_space, a)[0]
-
-    return act
-
-
 def _load(source: Path, env_id: str | None):
     """`(act, env_cfg, train_cfg | None, pol | None)` for a run dir, a .pt checkpoint or an SB3 zip."""
     if source.suffix == ".zip":
@@ -49,7 +40,7 @@ def _load(source: Path, env_id: str | None):
     cfg = config.from_dict(TrainConfig, state["config"])
     if env_id and env_id != cfg.env.id:
         raise EvaluateError(f"{source} was trained on {cfg.env.id}, not {env_id}")
-    return _torch_actor(pol, pol.action_space), cfg.env, cfg, pol
+    return policy.deterministic_actor(pol), cfg.env, cfg, pol
 
 
 def _episode_stats(out: dict[str, Any]) -> dict[str, Any]:
@@ -113,7 +104,7 @@ def _plots(run_dir: Path, cfg: TrainConfig, obs_space, act_space, env_cfg, episo
     th.manual_seed(cfg.seed)
     untrained_pol = policy.build(obs_space, act_space, cfg.ppo, cfg.normalize_obs)
     untrained_pol.set_training_mode(False)
-    untrained = envs.run_episodes(_torch_actor(untrained_pol, act_space), env_cfg, episodes, seed)
+    untrained = envs.run_episodes(policy.deterministic_actor(untrained_pol), env_cfg, episodes, seed)
     out_dir = run_dir / "plots"
     written = []
 

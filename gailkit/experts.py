@@ -54,20 +54,16 @@ def expert_config(env_id: str, config_file: str | None = None, overrides: list[s
 
 
 def _ppo_kwargs(cfg: ExpertConfig) -> dict[str, Any]:
-    import torch as th
+    from gailkit import policy  # imports torch and SB3: only when an expert is trained
 
     p = cfg.ppo
-    lr: Any = p.learning_rate
-    clip: Any = p.clip_range
-    if p.linear_schedule:
-        lr = lambda progress, v=p.learning_rate: progress * v  # noqa: E731  (SB3 progress: 1 -> 0)
-        clip = lambda progress, v=p.clip_range: progress * v  # noqa: E731
+    lr, clip = policy.schedules(p)
     return dict(
         learning_rate=lr, n_steps=p.n_steps, batch_size=p.batch_size, n_epochs=p.n_epochs, gamma=p.gamma,
         gae_lambda=p.gae_lambda, clip_range=clip, ent_coef=p.ent_coef, vf_coef=p.vf_coef,
         max_grad_norm=p.max_grad_norm, normalize_advantage=p.normalize_advantage, use_sde=p.use_sde,
         sde_sample_freq=p.sde_sample_freq,
-        policy_kwargs=dict(net_arch=list(p.net_arch), activation_fn={"tanh": th.nn.Tanh, "relu": th.nn.ReLU}[p.activation],
+        policy_kwargs=dict(net_arch=list(p.net_arch), activation_fn=policy.ACTIVATIONS[p.activation],
                            log_std_init=p.log_std_init, ortho_init=p.ortho_init),
     )
 

@@ -51,11 +51,7 @@ class Generator:
                  normalize_obs: bool, n_envs: int, device: str | th.device, seed: int):
         self.cfg = cfg
         venv = DummyVecEnv([lambda: _SpacesOnly(observation_space, action_space)] * n_envs)
-        lr: Any = cfg.learning_rate
-        clip: Any = cfg.clip_range
-        if cfg.linear_schedule:
-            lr = lambda progress, v=cfg.learning_rate: progress * v  # noqa: E731  (progress: 1 -> 0)
-            clip = lambda progress, v=cfg.clip_range: progress * v  # noqa: E731
+        lr, clip = policy.schedules(cfg)
         self.ppo = PPO(
             "MlpPolicy", venv, learning_rate=lr, n_steps=cfg.n_steps, batch_size=cfg.batch_size,
             n_epochs=cfg.n_epochs, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda, clip_range=clip,

@@ -7,6 +7,7 @@ normalization. Statistics change only through `update_normalizer`, never in `for
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -54,11 +55,22 @@ class NormalizedFlatten(BaseFeaturesExtractor):
         self.count.copy_(total)
 
 
+ACTIVATIONS = {"tanh": th.nn.Tanh, "relu": th.nn.ReLU}
+
+
+def schedules(cfg: PPOConfig) -> tuple[Any, Any]:
+    """`(learning_rate, clip_range)` for SB3: constants, or linear decay to 0 with `linear_schedule`
+    (SB3's progress goes from 1 to 0; rl-zoo3's `lin_` prefix)."""
+    if not cfg.linear_schedule:
+        return cfg.learning_rate, cfg.clip_range
+    return (lambda progress, v=cfg.learning_rate: progress * v), (lambda progress, v=cfg.clip_range: progress * v)
+
+
 def policy_kwargs(cfg: PPOConfig, normalize_obs: bool) -> dict[str, Any]:
     """Keyword arguments of `ActorCriticPolicy` for these settings (same on learner and actors)."""
     return dict(
         net_arch=dict(pi=list(cfg.net_arch), vf=list(cfg.net_arch)),
-        activation_fn={"tanh": th.nn.Tanh, "relu": th.nn.ReLU}[cfg.activation],
+        activation_fn=ACTIVATIONS[cfg.activation],
         ortho_init=cfg.ortho_init,
         log_std_init=cfg.log_std_init,
         features_extractor_class=NormalizedFlatten,
@@ -101,6 +113,15 @@ def act(pol: ActorCriticPolicy, obs: np.ndarray, deterministic: bool = False) ->
     if isinstance(pol.action_space, gym.spaces.Discrete):
         acts = acts.reshape(-1)
     return acts, log_probs.cpu().numpy().astype(np.float32)
+
+
+def deterministic_actor(pol: ActorCriticPolicy) -> Callable[[np.ndarray], Any]:
+    """One observation -> the deterministic action the env is given (evaluation)."""
+    def one(obs: np.ndarray) -> Any:
+        a, _ = act(pol, np.asarray(obs)[None], deterministic=True)
+        return env_action(pol.action_space, a)[0]
+
+    return one
 
 
 def env_action(action_space: gym.Space, acts: np.ndarray) -> np.ndarray:

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch as th
 
@@ -121,14 +120,6 @@ def make_fleet(cfg: TrainConfig):
                     listen=cfg.listen or "tcp://127.0.0.1:0", key_file=cfg.key_file or None,
                     heartbeat_timeout=cfg.heartbeat_timeout, no_actor_timeout=cfg.no_actor_timeout,
                     max_policy_lag=cfg.max_policy_lag)
-
-
-def _policy_actor(pol, action_space: gym.Space) -> Callable[[np.ndarray], Any]:
-    def act(obs: np.ndarray) -> Any:
-        a, _ = policy.act(pol, obs[None], deterministic=True)
-        return policy.env_action(action_space, a)[0]
-
-    return act
 
 
 def _rng_state(rng: np.random.Generator) -> dict[str, Any]:
@@ -243,7 +234,7 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, quiet: bo
 
     def evaluate() -> dict[str, float]:
         generator.policy.set_training_mode(False)
-        out = envs.run_episodes(_policy_actor(generator.policy, act_space), cfg.env, cfg.eval_episodes, eval_seed, expert_action)
+        out = envs.run_episodes(policy.deterministic_actor(generator.policy), cfg.env, cfg.eval_episodes, eval_seed, expert_action)
         stats = {f"eval/{k}": v for k, v in out.items() if k in ("return_mean", "return_std", "action_error")}
         if r_expert is not None and r_expert != r_random:
             stats["eval/normalized"] = (out["return_mean"] - r_random) / (r_expert - r_random)
