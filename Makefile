@@ -1,24 +1,36 @@
 # The README's two commands: `make run` (main job on the shipped demos) and `make test`.
-# Both create .venv and install everything on first use (see scripts/setup.sh).
+# Both create their virtual environments and install everything on first use (scripts/setup.sh).
 VENV ?= .venv
+VENV_IMITATION ?= .venv-imitation
 PY := $(VENV)/bin/python
+PY_IMITATION := $(VENV_IMITATION)/bin/python
 GAILKIT := $(VENV)/bin/gailkit
 
-.PHONY: setup run test bench-demos bench-gail bench-fleet bench-onnx
+.PHONY: setup setup-imitation run test test-main test-imitation bench-demos bench-gail bench-fleet bench-onnx
 
 setup:
-	@bash scripts/setup.sh
+	@GAILKIT_VENV=$(VENV) bash scripts/setup.sh main
+
+setup-imitation:
+	@GAILKIT_VENV=$(VENV_IMITATION) bash scripts/setup.sh imitation
 
 run: setup
-	$(GAILKIT) train --env CartPole-v1 --demos data/
+	$(GAILKIT) train --env CartPole-v1 --demos data/ --run-dir runs/make-run
+	$(GAILKIT) export runs/make-run --out exports/cartpole.onnx
 
-test: setup
+# The whole suite on today's stack, then the imitation-interop tests beside imitation's own pins.
+test: test-main test-imitation
+
+test-main: setup
 	$(PY) -m pytest -q
+
+test-imitation: setup-imitation
+	$(PY_IMITATION) -m pytest -q -m imitation
 
 bench-demos: setup
 	$(PY) bench/demo_load.py
 
-bench-gail: setup
+bench-gail: setup setup-imitation
 	$(PY) bench/gail_vs_imitation.py --env CartPole-v1 --seeds 0 1 2 --steps 150000
 
 bench-fleet: setup

@@ -44,8 +44,13 @@ class PPOConfig:
     sde_sample_freq: int = -1
     linear_schedule: bool = False
     """Decay learning_rate and clip_range linearly to 0 (rl-zoo3's `lin_` prefix)."""
+    target_kl: float | None = None
+    """Stop an update's epochs early once the approximate KL passes 1.5 x this (SB3's target_kl)."""
     net_arch: list[int] = dataclasses.field(default_factory=lambda: [64, 64])
-    activation: Literal["tanh", "relu"] = "tanh"
+    """Hidden layers of the policy network."""
+    vf_arch: list[int] = dataclasses.field(default_factory=list)
+    """Hidden layers of the value network (empty: the same as `net_arch`)."""
+    activation: Literal["tanh", "relu", "elu", "leaky_relu", "gelu", "silu"] = "tanh"
     log_std_init: float = 0.0
     ortho_init: bool = True
 
@@ -60,14 +65,19 @@ class ExpertConfig:
     seed: int = 0
     eval_episodes: int = 20
     normalize_obs: bool = False
-    """Wrap the env in SB3's VecNormalize (observations only); stats are saved with the expert."""
+    """Normalize observations with SB3's VecNormalize while training; the statistics are then copied
+    into the policy network (`NormalizedFlatten`), so the saved expert takes raw observations."""
+    normalize_reward: bool = False
+    """Scale rewards by VecNormalize's running return statistics while training (rl-zoo3's `normalize`)."""
     ppo: PPOConfig = dataclasses.field(default_factory=PPOConfig)
 
 
 @dataclasses.dataclass
 class DiscConfig:
-    """The GAIL discriminator (imitation's `BasicRewardNet` with input normalization)."""
+    """The GAIL discriminator: an MLP with running input normalization (see `discriminator`)."""
 
+    net: Literal["gailkit", "imitation"] = "gailkit"
+    """gailkit's own network, or imitation's `BasicRewardNet` (same layout; needs gailkit[imitation])."""
     net_arch: list[int] = dataclasses.field(default_factory=lambda: [32, 32])
     use_action: bool = True
     use_next_state: bool = False
@@ -80,6 +90,12 @@ class DiscConfig:
     """Weight of the gradient penalty `(||grad D(x)|| - 1)^2` on expert/generator interpolates."""
     ent_coef: float = 0.0
     """Entropy bonus on the discriminator's Bernoulli output (Ho & Ermon's `entcoeff`)."""
+    spectral_norm: bool = False
+    """Spectral normalization of every linear layer (Miyato et al. 2018): a 1-Lipschitz discriminator."""
+    label_smoothing: float = 0.0
+    """One-sided label smoothing: expert labels are 1 - this (Salimans et al. 2016)."""
+    absorbing: bool = False
+    """Absorbing states after terminations (DAC): the discriminator also judges "the episode ended here"."""
     reward_fn: Literal["auto", "gail", "airl", "negative"] = "auto"
     """Generator reward from logit l: gail = -log(1 - D) >= 0 (pays for surviving), negative =
     log D <= 0 (pays for ending), airl = l = log D - log(1 - D). auto: gail when most expert

@@ -1,23 +1,33 @@
-"""The GAIL discriminator: imitation's `BasicRewardNet` (with `RunningNorm` inputs), its loss, its rewards.
+"""The GAIL discriminator: an MLP on (obs, acts[, next_obs]) with running input normalization, its loss, its rewards.
 
-Convention: `logits_expert_is_high`, labels_expert_is_one. D = sigmoid(logit) is the probability
-that a transition is the expert's.
+Convention: `logits_expert_is_high`, labels_expert_is_one; D = sigmoid(logit) is the probability
+that a transition is the expert's. The network is laid out as imitation's `BasicRewardNet`
+(`mlp.normalize_input` a `RunningNorm`, `mlp.dense0`, ..., `mlp.dense_final`, ReLU between), with
+the same normalization arithmetic, so the two load each other's weights; `disc.net: imitation`
+uses imitation's own class (extra `gailkit[imitation]`).
+
+Inputs are one float matrix per batch (see `Features`): flattened obs, then actions (one-hot for
+discrete spaces), then next obs, then, with absorbing states on, two 0/1 flags (obs is absorbing,
+next obs is absorbing). An absorbing state (DAC, Kostrikov et al. 2019) stands for "after the
+episode terminated": its observation part is zeros and its flag is 1.
 """
 
 from __future__ import annotations
 
+import collections
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch as th
 import torch.nn.functional as F
+from torch import nn
 
 from gailkit.config import DiscConfig
 
 REWARD_FNS = {
-    "gail": lambda logits: F.softplus(logits),  # -log(1 - D): positive, pays for surviving
-    "negative": lambda logits: -F.softplus(-logits),  # log D: negative, pays for ending
+    "gail": lambda logits: F.softplus(logits),  # -log(1 - D): positive
+    "negative": lambda logits: -F.softplus(-logits),  # log D: negative
     "airl": lambda logits: logits,  # log D - log(1 - D)
 }
 
@@ -29,50 +39,202 @@ def choose_reward_fn(setting: str, terminated_fraction: float) -> str:
     return "airl" if terminated_fraction > 0.5 else "gail"
 
 
+class RunningNorm(nn.Module):
+    """Inputs to mean 0 and variance 1 with statistics over all batches seen in training mode
+    (Chan et al.'s parallel update); imitation's `RunningNorm`, same buffers and arithmetic."""
+
+    def __init__(self, num_features: int, eps: float = 1e-5):
+        super().__init__()
+        self.eps = eps
+        self.register_buffer("running_mean", th.zeros(num_features))
+        self.register_buffer("running_var", th.ones(num_features))
+        self.register_buffer("count", th.zeros((), dtype=th.int))
+
+    def forward(self, x: th.Tensor) -> th.Tensor:
+        if self.training:
+            with th.no_grad():
+                self.update_stats(x)
+        return (x - self.running_mean) / th.sqrt(self.running_var + self.eps)
+
+    def update_stats(self, batch: th.Tensor) -> None:
+        batch_mean = th.mean(batch, dim=0)
+        batch_var = th.var(batch, dim=0, unbiased=False)
+        batch_count = batch.shape[0]
+        delta = batch_mean - self.running_mean
+        tot_count = self.count + batch_count
+        self.running_mean += delta * batch_count / tot_count
+        self.running_var *= self.count
+        self.running_var += batch_var * batch_count
+        self.running_var += th.square(delta) * self.count * batch_count / tot_count
+        self.running_var /= tot_count
+        self.count += batch_count
+
+
+class _Squeeze(nn.Module):
+    def forward(self, x: th.Tensor) -> th.Tensor:
+        return x.squeeze(1)
+
+
+class DiscriminatorNet(nn.Module):
+    """(N, in_size) features -> (N,) logits; `mlp` as imitation's `build_mlp` names its layers."""
+
+    def __init__(self, in_size: int, hid_sizes: list[int], spectral_norm: bool = False):
+        super().__init__()
+        layers: collections.OrderedDict[str, nn.Module] = collections.OrderedDict()
+        layers["normalize_input"] = RunningNorm(in_size)
+        prev = in_size
+        for i, size in enumerate(hid_sizes):
+            layers[f"dense{i}"] = _maybe_sn(nn.Linear(prev, size), spectral_norm)
+            layers[f"act{i}"] = nn.ReLU()
+            prev = size
+        layers["dense_final"] = _maybe_sn(nn.Linear(prev, 1), spectral_norm)
+        layers["squeeze"] = _Squeeze()
+        self.mlp = nn.Sequential(layers)
+
+    def forward(self, x: th.Tensor) -> th.Tensor:
+        return self.mlp(x)
+
+
+def _maybe_sn(layer: nn.Linear, on: bool) -> nn.Module:
+    return nn.utils.parametrizations.spectral_norm(layer) if on else layer
+
+
+class _ImitationNet(nn.Module):
+    """imitation's `BasicRewardNet` behind the same (N, in_size) -> (N,) interface."""
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space, cfg: DiscConfig, features: Features):
+        super().__init__()
+        try:
+            from imitation.rewards.reward_nets import BasicRewardNet
+            from imitation.util.networks import RunningNorm as ImitationRunningNorm
+        except ImportError:
+            from gailkit.errors import ConfigError
+
+            raise ConfigError("'disc.net: imitation' needs imitation: pip install 'gailkit[imitation]'") from None
+        if features.absorbing:
+            from gailkit.errors import ConfigError
+
+            raise ConfigError("'disc.net: imitation' has no input for absorbing states: set 'disc.absorbing: false'")
+        self.features = features
+        self.net = BasicRewardNet(observation_space, action_space, use_state=True, use_action=cfg.use_action,
+                                  use_next_state=cfg.use_next_state, use_done=False, hid_sizes=tuple(cfg.net_arch),
+                                  normalize_input_layer=ImitationRunningNorm)
+
+    def forward(self, x: th.Tensor) -> th.Tensor:
+        obs, acts, next_obs = self.features.split(x)
+        return self.net(obs, acts, next_obs, th.zeros(len(x), device=x.device))
+
+
+class Features:
+    """Turns transitions into the discriminator's input matrix (see the module docstring)."""
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space, use_action: bool, use_next_state: bool,
+                 absorbing: bool):
+        self.observation_space, self.action_space = observation_space, action_space
+        self.use_action, self.use_next_state, self.absorbing = use_action, use_next_state, absorbing
+        self.obs_dim = _flat_dim(observation_space)
+        self.act_dim = _flat_dim(action_space)
+        self.size = self.obs_dim + (self.act_dim if use_action else 0) + (self.obs_dim if use_next_state else 0) \
+            + (2 if absorbing else 0)
+
+    def __call__(self, obs: np.ndarray, acts: np.ndarray | None, next_obs: np.ndarray | None, device: th.device,
+                 obs_absorbing: np.ndarray | None = None, next_absorbing: np.ndarray | None = None) -> th.Tensor:
+        """(N, size) float32 on `device`. Absorbing rows get zero observation parts and flag 1."""
+        n = len(obs)
+        parts = [_encode(obs, self.observation_space, n)]
+        if self.use_action:
+            parts.append(_encode(acts, self.action_space, n))
+        if self.use_next_state:
+            parts.append(_encode(next_obs, self.observation_space, n))
+        x = th.cat([th.as_tensor(p) for p in parts], dim=1).to(device)
+        if self.absorbing:
+            a = th.as_tensor(np.zeros(n, bool) if obs_absorbing is None else obs_absorbing, device=device)
+            b = th.as_tensor(np.zeros(n, bool) if next_absorbing is None else next_absorbing, device=device)
+            x[a, : self.obs_dim] = 0.0
+            if self.use_action:
+                x[a, self.obs_dim: self.obs_dim + self.act_dim] = 0.0
+            if self.use_next_state:
+                x[b, x.shape[1] - self.obs_dim: x.shape[1]] = 0.0
+            x = th.cat([x, a.float()[:, None], b.float()[:, None]], dim=1)
+        return x
+
+    def split(self, x: th.Tensor) -> tuple[th.Tensor, th.Tensor | None, th.Tensor | None]:
+        """Inverse of `__call__` for nets that take the parts separately: (obs, acts, next_obs)."""
+        i = self.obs_dim
+        obs = x[:, :i]
+        acts = next_obs = None
+        if self.use_action:
+            acts, i = x[:, i: i + self.act_dim], i + self.act_dim
+        if self.use_next_state:
+            next_obs = x[:, i: i + self.obs_dim]
+        return obs, acts, next_obs
+
+
+def _flat_dim(space: gym.Space) -> int:
+    if isinstance(space, gym.spaces.Discrete):
+        return int(space.n)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return int(np.sum(space.nvec))
+    return int(np.prod(space.shape))
+
+
+def _encode(arr: np.ndarray, space: gym.Space, n: int) -> np.ndarray:
+    """(N, flat) float32: one-hot for (multi-)discrete spaces, images scaled to [0, 1], else as is."""
+    arr = np.asarray(arr)
+    if isinstance(space, gym.spaces.Discrete):
+        out = np.zeros((n, int(space.n)), np.float32)
+        out[np.arange(n), arr.reshape(n).astype(np.int64) - int(space.start)] = 1.0
+        return out
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        nvec = np.asarray(space.nvec).reshape(-1)
+        flat = arr.reshape(n, -1).astype(np.int64)
+        return np.concatenate([np.eye(k, dtype=np.float32)[flat[:, j]] for j, k in enumerate(nvec)], axis=1)
+    out = arr.reshape(n, -1).astype(np.float32)
+    if isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and np.all(space.low == 0) and np.all(space.high == 255):
+        out = out / 255.0  # image observations, as SB3 and imitation scale them
+    return out
+
+
 class Discriminator:
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, cfg: DiscConfig,
                  device: str | th.device, reward_fn: str):
-        from imitation.rewards.reward_nets import BasicRewardNet
-        from imitation.util.networks import RunningNorm
-
         self.cfg, self.reward_fn = cfg, reward_fn
-        self.net = BasicRewardNet(
-            observation_space, action_space, use_state=True, use_action=cfg.use_action,
-            use_next_state=cfg.use_next_state, use_done=False, hid_sizes=tuple(cfg.net_arch),
-            normalize_input_layer=RunningNorm,
-        ).to(device)
-        self.optimizer = th.optim.Adam(self.net.parameters(), lr=cfg.disc_lr)
         self.device = th.device(device)
+        self.features = Features(observation_space, action_space, cfg.use_action, cfg.use_next_state, cfg.absorbing)
+        if cfg.net == "imitation":
+            self.net: nn.Module = _ImitationNet(observation_space, action_space, cfg, self.features)
+        else:
+            self.net = DiscriminatorNet(self.features.size, list(cfg.net_arch), cfg.spectral_norm)
+        self.net.to(self.device)
+        self.optimizer = th.optim.Adam(self.net.parameters(), lr=cfg.disc_lr)
 
-    def preprocess(self, obs: np.ndarray, acts: np.ndarray, next_obs: np.ndarray) -> tuple[th.Tensor, ...]:
-        """Tensors on the device (actions one-hot for discrete spaces), ready for `logits`."""
-        dones = np.zeros(len(obs), dtype=bool)
-        return self.net.preprocess(obs, acts, next_obs, dones)
+    def preprocess(self, obs: np.ndarray, acts: np.ndarray | None, next_obs: np.ndarray | None,
+                   obs_absorbing: np.ndarray | None = None, next_absorbing: np.ndarray | None = None) -> th.Tensor:
+        """(N, in_size) input matrix on the device (see `Features`)."""
+        return self.features(obs, acts, next_obs, self.device, obs_absorbing, next_absorbing)
 
-    def logits(self, inputs: tuple[th.Tensor, ...]) -> th.Tensor:
-        return self.net(*inputs)
+    def logits(self, x: th.Tensor) -> th.Tensor:
+        return self.net(x)
 
     @th.no_grad()
-    def reward(self, inputs: tuple[th.Tensor, ...], chunk: int = 65536) -> th.Tensor:
+    def reward(self, x: th.Tensor, chunk: int = 65536) -> th.Tensor:
         """(N,) generator rewards for preprocessed transitions, in batched passes (no stat updates)."""
         self.net.eval()
         try:
-            n = len(inputs[0])
-            out = [REWARD_FNS[self.reward_fn](self.logits(tuple(x[i:i + chunk] for x in inputs)))
-                   for i in range(0, n, chunk)]
+            out = [REWARD_FNS[self.reward_fn](self.logits(x[i:i + chunk])) for i in range(0, len(x), chunk)]
             return th.cat(out) if out else th.zeros(0, device=self.device)
         finally:
             self.net.train()
 
-    def train_step(self, expert: tuple[th.Tensor, ...], gen: tuple[th.Tensor, ...]) -> dict[str, float]:
-        """One Adam step of binary cross-entropy (+ entropy bonus, + gradient penalty)."""
+    def train_step(self, expert: th.Tensor, gen: th.Tensor) -> dict[str, float]:
+        """One Adam step of binary cross-entropy (+ entropy bonus, gradient penalty, label smoothing)."""
         self.net.train()
-        inputs = tuple(th.cat([a, b]) for a, b in zip(expert, gen))
-        labels = th.cat([th.ones(len(expert[0]), device=self.device), th.zeros(len(gen[0]), device=self.device)])
-        logits = self.logits(inputs)
+        n_exp = len(expert)
+        logits = self.logits(th.cat([expert, gen]))
+        labels = th.cat([th.full((n_exp,), 1.0 - self.cfg.label_smoothing, device=self.device),
+                         th.zeros(len(gen), device=self.device)])
         loss = F.binary_cross_entropy_with_logits(logits, labels)
-        p = th.sigmoid(logits)
-        entropy = F.binary_cross_entropy_with_logits(logits, p).mean()
+        entropy = F.binary_cross_entropy_with_logits(logits, th.sigmoid(logits))
         total = loss - self.cfg.ent_coef * entropy
         if self.cfg.grad_penalty > 0:
             total = total + self.cfg.grad_penalty * self._gradient_penalty(expert, gen)
@@ -80,26 +242,25 @@ class Discriminator:
         total.backward()
         self.optimizer.step()
         with th.no_grad():
-            n_exp = len(expert[0])
             acc_exp = (logits[:n_exp] > 0).float().mean()
             acc_gen = (logits[n_exp:] < 0).float().mean()
         return {"disc/loss": loss.item(), "disc/acc_expert": acc_exp.item(), "disc/acc_gen": acc_gen.item(),
-                "disc/entropy": entropy.item()}
+                "disc/entropy": entropy.item(), "disc/logit_expert": logits[:n_exp].mean().item(),
+                "disc/logit_gen": logits[n_exp:].mean().item()}
 
-    def _gradient_penalty(self, expert: tuple[th.Tensor, ...], gen: tuple[th.Tensor, ...]) -> th.Tensor:
-        n = min(len(expert[0]), len(gen[0]))
+    def _gradient_penalty(self, expert: th.Tensor, gen: th.Tensor) -> th.Tensor:
+        """`(||grad_x D(x)|| - 1)^2` on interpolates of expert and generator inputs (WGAN-GP);
+        the input normalization is held fixed for this pass."""
+        n = min(len(expert), len(gen))
         alpha = th.rand(n, 1, device=self.device)
-        mixed = []
-        for a, b in zip(expert, gen):
-            if a.dtype.is_floating_point and a.dim() > 1:
-                w = alpha.view(n, *([1] * (a.dim() - 1)))
-                mixed.append((w * a[:n] + (1 - w) * b[:n]).requires_grad_(True))
-            else:
-                mixed.append(a[:n])
-        out = self.logits(tuple(mixed))
-        grads = th.autograd.grad(out.sum(), [m for m in mixed if m.requires_grad], create_graph=True, allow_unused=True)
-        norm = th.cat([g.flatten(1) for g in grads if g is not None], dim=1).norm(2, dim=1)
-        return ((norm - 1) ** 2).mean()
+        mixed = (alpha * expert[:n] + (1 - alpha) * gen[:n]).requires_grad_(True)
+        self.net.eval()
+        try:
+            out = self.logits(mixed)
+        finally:
+            self.net.train()
+        (grad,) = th.autograd.grad(out.sum(), mixed, create_graph=True)
+        return ((grad.norm(2, dim=1) - 1) ** 2).mean()
 
     def state_dict(self) -> dict[str, Any]:
         return {"net": self.net.state_dict(), "optimizer": self.optimizer.state_dict()}

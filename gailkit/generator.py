@@ -12,7 +12,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch as th
-from stable_baselines3 import PPO
 from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -51,14 +50,7 @@ class Generator:
                  normalize_obs: bool, n_envs: int, device: str | th.device, seed: int):
         self.cfg = cfg
         venv = DummyVecEnv([lambda: _SpacesOnly(observation_space, action_space)] * n_envs)
-        lr, clip = policy.schedules(cfg)
-        self.ppo = PPO(
-            "MlpPolicy", venv, learning_rate=lr, n_steps=cfg.n_steps, batch_size=cfg.batch_size,
-            n_epochs=cfg.n_epochs, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda, clip_range=clip,
-            ent_coef=cfg.ent_coef, vf_coef=cfg.vf_coef, max_grad_norm=cfg.max_grad_norm,
-            normalize_advantage=cfg.normalize_advantage, policy_kwargs=policy.policy_kwargs(cfg, normalize_obs),
-            device=device, seed=seed, verbose=0,
-        )
+        self.ppo = policy.make_ppo(venv, cfg, normalize_obs, device, seed)
         self.logger = _Capture()
         self.ppo.set_logger(self.logger)
 

@@ -23,7 +23,8 @@ from gailkit.generator import Generator
 class ExpertData:
     """Expert transitions, preprocessed for the discriminator once, on the learner's device."""
 
-    inputs: tuple[th.Tensor, ...]
+    inputs: th.Tensor
+    """(N, in_size) discriminator inputs."""
     n: int
 
 
@@ -69,8 +70,7 @@ class Learner:
         for _ in range(self.cfg.disc.n_disc_updates_per_round):
             exp_idx = th.as_tensor(self.rng.integers(0, self.expert.n, batch), device=self.disc.device)
             gen_idx = th.as_tensor(self.rng.integers(0, t * e, batch), device=self.disc.device)
-            disc_stats.append(self.disc.train_step(tuple(x[exp_idx] for x in self.expert.inputs),
-                                                   tuple(x[gen_idx] for x in gen_inputs)))
+            disc_stats.append(self.disc.train_step(self.expert.inputs[exp_idx], gen_inputs[gen_idx]))
         for key in disc_stats[0] if disc_stats else []:
             stats[key] = float(np.mean([s[key] for s in disc_stats]))
         stats["time/disc_s"] = time.perf_counter() - start

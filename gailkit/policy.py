@@ -2,11 +2,13 @@
 
 The running mean/variance live inside the network (buffers of `NormalizedFlatten`), so weights,
 checkpoints and ONNX exports all carry them: expert data, actors, evaluation and export see one
-normalization. Statistics change only through `update_normalizer`, never in `forward`.
+normalization. Statistics change only through `NormalizedFlatten.update`, never in `forward`.
+This module, `generator` and `experts` are the only ones that import stable_baselines3.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +23,10 @@ from gailkit.fragments import Weights
 
 
 class NormalizedFlatten(BaseFeaturesExtractor):
-    """Flatten, then `(x - mean) / sqrt(var + eps)` clipped to `±clip` (identity when disabled)."""
+    """Flatten, then `(x - mean) / sqrt(var + eps)` clipped to `±clip` (identity when disabled).
+
+    The same formula, epsilon and clip as SB3's `VecNormalize`, so its statistics can be copied in.
+    """
 
     def __init__(self, observation_space: gym.Space, normalize: bool = True, clip: float = 10.0, eps: float = 1e-8):
         dim = gym.spaces.flatdim(observation_space) if not isinstance(observation_space, gym.spaces.Box) \
@@ -54,8 +59,15 @@ class NormalizedFlatten(BaseFeaturesExtractor):
         self.var.copy_((m2 / total).float())
         self.count.copy_(total)
 
+    @th.no_grad()
+    def set_stats(self, mean: np.ndarray, var: np.ndarray, count: float) -> None:
+        self.mean.copy_(th.as_tensor(np.asarray(mean).reshape(-1), dtype=th.float32))
+        self.var.copy_(th.as_tensor(np.asarray(var).reshape(-1), dtype=th.float32))
+        self.count.fill_(float(count))
 
-ACTIVATIONS = {"tanh": th.nn.Tanh, "relu": th.nn.ReLU}
+
+ACTIVATIONS = {"tanh": th.nn.Tanh, "relu": th.nn.ReLU, "elu": th.nn.ELU, "leaky_relu": th.nn.LeakyReLU,
+               "gelu": th.nn.GELU, "silu": th.nn.SiLU}
 
 
 def schedules(cfg: PPOConfig) -> tuple[Any, Any]:
@@ -69,7 +81,7 @@ def schedules(cfg: PPOConfig) -> tuple[Any, Any]:
 def policy_kwargs(cfg: PPOConfig, normalize_obs: bool) -> dict[str, Any]:
     """Keyword arguments of `ActorCriticPolicy` for these settings (same on learner and actors)."""
     return dict(
-        net_arch=dict(pi=list(cfg.net_arch), vf=list(cfg.net_arch)),
+        net_arch=dict(pi=list(cfg.net_arch), vf=list(cfg.vf_arch or cfg.net_arch)),
         activation_fn=ACTIVATIONS[cfg.activation],
         ortho_init=cfg.ortho_init,
         log_std_init=cfg.log_std_init,
@@ -80,10 +92,23 @@ def policy_kwargs(cfg: PPOConfig, normalize_obs: bool) -> dict[str, Any]:
 
 def build(observation_space: gym.Space, action_space: gym.Space, cfg: PPOConfig, normalize_obs: bool,
           device: str | th.device = "cpu") -> ActorCriticPolicy:
-    """A fresh policy (the actors' CPU copy; the learner's comes from SB3's PPO with the same kwargs)."""
+    """A fresh policy (the actors' CPU copy; the learner's comes from `make_ppo` with the same kwargs)."""
     pol = ActorCriticPolicy(observation_space, action_space, lambda _: cfg.learning_rate,
                             **policy_kwargs(cfg, normalize_obs))
     return pol.to(device)
+
+
+def make_ppo(venv: Any, cfg: PPOConfig, normalize_obs: bool, device: str | th.device = "cpu", seed: int | None = None):
+    """SB3's `PPO` for these settings: the one place gailkit builds it (generator, experts, export)."""
+    from stable_baselines3 import PPO
+
+    lr, clip = schedules(cfg)
+    return PPO("MlpPolicy", venv, learning_rate=lr, n_steps=cfg.n_steps, batch_size=cfg.batch_size,
+               n_epochs=cfg.n_epochs, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda, clip_range=clip,
+               ent_coef=cfg.ent_coef, vf_coef=cfg.vf_coef, max_grad_norm=cfg.max_grad_norm,
+               normalize_advantage=cfg.normalize_advantage, use_sde=cfg.use_sde, sde_sample_freq=cfg.sde_sample_freq,
+               target_kl=cfg.target_kl, policy_kwargs=policy_kwargs(cfg, normalize_obs), device=device, seed=seed,
+               verbose=0)
 
 
 def normalizer(pol: ActorCriticPolicy) -> NormalizedFlatten:
@@ -100,6 +125,11 @@ def set_weights(pol: ActorCriticPolicy, weights: Weights) -> None:
     device = next(pol.parameters()).device
     state = {k: th.as_tensor(v, device=device) for k, v in weights.tensors.items()}
     pol.load_state_dict(state)
+
+
+def weight_shapes(pol: ActorCriticPolicy) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Name -> (shape, dtype) of every tensor in the policy's state dict (what a weights message must hold)."""
+    return {k: (tuple(v.shape), str(v.dtype).removeprefix("torch.")) for k, v in pol.state_dict().items()}
 
 
 @th.no_grad()
@@ -129,3 +159,37 @@ def env_action(action_space: gym.Space, acts: np.ndarray) -> np.ndarray:
     if isinstance(action_space, gym.spaces.Box):
         return np.clip(acts, action_space.low, action_space.high)
     return acts
+
+
+class DeterministicHead(th.nn.Module):
+    """Raw observation -> (deterministic action, value, log_prob of that action), as plain tensor ops.
+
+    The deterministic action is the argmax for discrete spaces and the Gaussian mean clipped to the
+    Box bounds for continuous ones; what `gailkit export` traces into ONNX.
+    """
+
+    def __init__(self, pol: ActorCriticPolicy):
+        super().__init__()
+        self.pol = pol
+        space = pol.action_space
+        self.discrete = isinstance(space, gym.spaces.Discrete)
+        if not self.discrete:
+            if not isinstance(space, gym.spaces.Box):
+                raise ValueError(f"action space {space} is not exportable (Box and Discrete are)")
+            if pol.use_sde:
+                raise ValueError("policies with gSDE are not exportable")
+            self.register_buffer("low", th.as_tensor(space.low, dtype=th.float32))
+            self.register_buffer("high", th.as_tensor(space.high, dtype=th.float32))
+
+    def forward(self, obs: th.Tensor) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
+        features = self.pol.extract_features(obs, self.pol.features_extractor)
+        latent_pi, latent_vf = self.pol.mlp_extractor(features)
+        out = self.pol.action_net(latent_pi)
+        if self.discrete:
+            action = th.argmax(out, dim=-1)
+            log_prob = th.log_softmax(out, dim=-1).gather(-1, action.unsqueeze(-1)).squeeze(-1)
+        else:
+            action = th.minimum(th.maximum(out, self.low), self.high)
+            log_std = self.pol.log_std.expand_as(out)  # at the mean, the Gaussian's quadratic term is 0
+            log_prob = (-log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+        return action, self.pol.value_net(latent_vf).squeeze(-1), log_prob

@@ -57,3 +57,78 @@ def test_state_restores_envs_mid_episode():
     got = b.sample(40)
     for name in ("obs", "acts", "next_obs", "terminated", "episode_returns", "first_starts"):
         assert np.array_equal(getattr(expected, name), getattr(got, name)), name
+
+
+class _Counter:
+    """A hand-checkable env: obs = [t, episode], terminates at t == 3 on even episodes, truncated at t == 5."""
+
+    @staticmethod
+    def make():
+        import gymnasium as gym
+
+        class CounterEnv(gym.Env):
+            observation_space = gym.spaces.Box(-1e6, 1e6, (2,), np.float32)
+            action_space = gym.spaces.Discrete(2)
+
+            def __init__(self):
+                self.episode = -1
+
+            def reset(self, *, seed=None, options=None):
+                super().reset(seed=seed)
+                self.t, self.episode = 0, self.episode + 1
+                return np.array([0, self.episode], np.float32), {}
+
+            def step(self, action):
+                self.t += 1
+                obs = np.array([self.t, self.episode], np.float32)
+                terminated = self.episode % 2 == 0 and self.t == 3
+                truncated = not terminated and self.t == 5
+                return obs, float(self.t), terminated, truncated, {}
+
+        return CounterEnv
+
+
+def test_fragments_never_hold_the_reset_step_and_keep_true_final_obs(monkeypatch):
+    """gymnasium 1.x vector envs reset on the step after an episode ends; gailkit's actor steps
+    each env itself and must never emit (final obs -> reset obs) as a transition."""
+    import gymnasium as gym
+
+    from gailkit import envs
+
+    cls = _Counter.make()
+    monkeypatch.setattr(envs, "make_factory", lambda cfg: cls)
+    a = Actor(EnvConfig(id="counter"), CFG, normalize_obs=False, actor_id=0, n_envs=1, seed=0)
+    a.start()
+    f = a.sample(12)
+    obs, nxt = f.obs[:, 0], f.next_obs[:, 0]
+    # episode 0 terminates after 3 steps, episode 1 is truncated after 5, episode 2 terminates after 3, ...
+    assert obs[:, 0].tolist() == [0, 1, 2, 0, 1, 2, 3, 4, 0, 1, 2, 0]
+    assert nxt[:, 0].tolist() == [1, 2, 3, 1, 2, 3, 4, 5, 1, 2, 3, 1]
+    assert obs[:, 1].tolist() == [0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 3]
+    assert np.array_equal(nxt[:, 1], obs[:, 1])  # every transition stays inside one episode
+    assert f.terminated[:, 0].tolist() == [0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0]
+    assert f.truncated[:, 0].tolist() == [0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0]
+    assert f.episode_returns.tolist() == [6.0, 15.0, 6.0] and f.episode_lengths.tolist() == [3, 5, 3]
+    assert isinstance(cls(), gym.Env)
+
+
+def test_truncation_bootstraps_from_the_true_final_observation(monkeypatch):
+    """The PPO target of a truncated step adds gamma * V(final obs), that of a terminated step adds nothing."""
+    from gailkit import envs
+    from gailkit.generator import Generator
+
+    cls = _Counter.make()
+    monkeypatch.setattr(envs, "make_factory", lambda cfg: cls)
+    a = Actor(EnvConfig(id="counter"), CFG, normalize_obs=False, actor_id=0, n_envs=1, seed=0)
+    a.start()
+    f = a.sample(12)
+    cfg = PPOConfig(n_steps=12, batch_size=12, n_epochs=1, net_arch=[8], gamma=0.5)
+    gen = Generator(a.observation_space, a.action_space, cfg, normalize_obs=False, n_envs=1, device="cpu", seed=0)
+    v_final = gen.values(np.array([[5, 1]], np.float32)).item()  # the truncated episode's last obs, t = 5
+    v_reset = gen.values(np.array([[0, 2]], np.float32)).item()  # what a next-step autoreset would show
+    assert abs(v_final - v_reset) > 1e-4
+    gen.update(f, np.ones((12, 1), np.float32), 1.0)
+    rewards = gen.ppo.rollout_buffer.rewards[:, 0]
+    assert np.isclose(rewards[7], 1.0 + 0.5 * v_final, atol=1e-6)  # truncated at t = 5
+    assert rewards[2] == 1.0 and rewards[10] == 1.0  # terminated: no future value
+    assert np.allclose(np.delete(rewards, 7), 1.0)

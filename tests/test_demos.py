@@ -1,6 +1,7 @@
 import dataclasses
 import pickle
 import warnings
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -19,20 +20,71 @@ def assert_same(a: demos.Demos, b: demos.Demos):
         assert col.shape == other.shape and np.array_equal(col, other), name
 
 
-@pytest.mark.parametrize("name", FILE_SUFFIXES + ["dataset_dir"])
+@pytest.mark.parametrize("name", FILE_SUFFIXES)
 def test_round_trip_every_format(tmp_path, custom_demos, name):
     path = demos.save(custom_demos, tmp_path / name)
     back = demos.load_file(path)
     assert_same(custom_demos, back)
-    if name != "dataset_dir":  # imitation's folder format has no place for gailkit metadata
-        assert back.meta.env_id == "CustomEnv" and back.meta.source == "scripted"
-        assert back.meta.observation_space == custom_demos.meta.observation_space
+    assert back.meta.env_id == "CustomEnv" and back.meta.source == "scripted"
+    assert back.meta.observation_space == custom_demos.meta.observation_space
 
 
 def test_round_trip_discrete_with_terminations(tmp_path, cartpole_demos):
     assert cartpole_demos.terminated.sum() == 3  # random CartPole falls over: terminations, no truncation
-    for name in FILE_SUFFIXES + ["ds"]:
+    for name in FILE_SUFFIXES:
         assert_same(cartpole_demos, demos.load_file(demos.save(cartpole_demos, tmp_path / name)))
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "imitation"
+
+
+@pytest.mark.imitation
+@pytest.mark.parametrize("name", ["trajectories_p2.pkl", "trajectories_p5.pkl", "transitions.pkl", "dataset"])
+def test_files_written_by_imitation_load_without_importing_it(custom_demos, name):
+    """Made by imitation's own code (tests/fixtures/imitation/make.py); read here without its import."""
+    code = ("import sys, json; from gailkit import demos; "
+            f"d = demos.load_file({str(FIXTURES / name)!r}); "
+            "print(json.dumps({'imported': 'imitation' in sys.modules, 'n': len(d), 'format': d.meta.format, "
+            "'obs': d.obs.tolist(), 'acts': d.acts.tolist(), 'next_obs': d.next_obs.tolist(), 'rews': d.rews.tolist(), "
+            "'term': d.terminated.tolist(), 'trunc': d.truncated.tolist(), 'ep': d.episode_id.tolist()}))")
+    import json
+    import subprocess
+    import sys
+
+    out = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert out["imported"] is False
+    d = custom_demos
+    for key, col in (("obs", d.obs), ("acts", d.acts), ("next_obs", d.next_obs), ("rews", d.rews), ("ep", d.episode_id)):
+        assert np.array_equal(np.asarray(out[key], col.dtype), col), key
+    if name == "transitions.pkl":  # its infos mark the very last step as a time-limit cut
+        assert out["trunc"][-1] and not out["term"][-1] and sum(out["term"]) == d.terminated.sum() - 1
+    else:
+        assert out["term"] == d.terminated.tolist() and out["trunc"] == d.truncated.tolist()
+
+
+@pytest.mark.imitation
+def test_writing_imitation_formats_round_trips_through_imitation(tmp_path, custom_demos):
+    pytest.importorskip("imitation")
+    from imitation.data import serialize
+
+    demos.save(custom_demos, tmp_path / "ds")
+    assert_same(custom_demos, demos.load_file(tmp_path / "ds"))
+    trajs = serialize.load(tmp_path / "ds")
+    assert len(trajs) == custom_demos.n_episodes and np.array_equal(trajs[0].acts, custom_demos.acts[:8])
+    demos.save(custom_demos, tmp_path / "t.pkl", pickle_layout="trajectories")
+    assert_same(custom_demos, demos.load_file(tmp_path / "t.pkl"))
+
+
+def test_writing_imitation_formats_without_it_is_one_clear_error(tmp_path, custom_demos):
+    try:
+        import imitation  # noqa: F401
+
+        pytest.skip("imitation is installed here")
+    except ImportError:
+        pass
+    with pytest.raises(DemoError, match="writing imitation dataset folders needs imitation"):
+        demos.save(custom_demos, tmp_path / "ds")
+    assert not (tmp_path / "ds").exists()
 
 
 def test_image_observations_keep_their_shape(tmp_path):
@@ -52,26 +104,14 @@ def test_arrow_load_is_zero_copy(tmp_path, custom_demos):
     assert not back.obs.flags.writeable  # a view of the memory-mapped file, not a copy
 
 
+@pytest.mark.imitation
 def test_trajectory_pickle_and_truncation(tmp_path, custom_demos):
+    pytest.importorskip("imitation")
     d = dataclasses.replace(custom_demos, terminated=np.zeros(len(custom_demos), bool), truncated=custom_demos.terminated.copy())
     path = demos.save(d, tmp_path / "t.pkl", pickle_layout="trajectories")
     back = demos.load_file(path)
     assert back.meta.format == "pickle/trajectories"
     assert_same(d, back)
-
-
-def test_imitation_transitions_pickle(tmp_path, custom_demos):
-    from imitation.data import types
-
-    d = custom_demos
-    infos = np.array([{"TimeLimit.truncated": bool(i == len(d) - 1)} for i in range(len(d))])
-    t = types.TransitionsWithRew(obs=d.obs, acts=d.acts, next_obs=d.next_obs, dones=d.dones, infos=infos, rews=d.rews)
-    (tmp_path / "tr.pkl").write_bytes(pickle.dumps(t))
-    back = demos.load_file(tmp_path / "tr.pkl")
-    assert back.meta.format == "pickle/transitions"
-    assert back.truncated[-1] and not back.terminated[-1]
-    assert back.terminated.sum() == d.terminated.sum() - 1
-    assert np.array_equal(back.episode_id, d.episode_id) and np.array_equal(back.obs, d.obs)
 
 
 def test_dict_of_arrays_and_step_dicts(tmp_path, cartpole_demos):
@@ -84,17 +124,6 @@ def test_dict_of_arrays_and_step_dicts(tmp_path, cartpole_demos):
         back = demos.load_file(tmp_path / name)
         assert np.array_equal(back.episode_id, d.episode_id) and np.array_equal(back.step, d.step)
         assert np.array_equal(back.acts, d.acts) and back.meta.env_id is None
-
-
-def test_imitation_serialize_folder(tmp_path, custom_demos):
-    from imitation.data import serialize
-
-    from gailkit.demos.imitation_adapter import to_trajectories
-
-    serialize.save(tmp_path / "imit", to_trajectories(custom_demos))
-    back = demos.load(tmp_path / "imit")
-    assert back.meta.format == "imitation-dataset"
-    assert_same(custom_demos, back)
 
 
 def test_mixed_folder_serves_each_env_its_own(tmp_path, custom_demos, cartpole_demos):
@@ -203,11 +232,19 @@ def test_episode_ending_early(tmp_path, custom_demos):
         _save_and_load(tmp_path, _with(custom_demos, terminated=term), "CustomEnv")
 
 
-def test_ragged_trajectory_pickle(tmp_path, custom_demos):
-    from gailkit.demos.imitation_adapter import to_trajectories
+def test_ragged_trajectory_pickle(tmp_path, monkeypatch):
+    import sys
+    import types
 
-    trajs = to_trajectories(custom_demos)
-    object.__setattr__(trajs[1], "acts", trajs[1].acts[:-1])  # a pickle skips imitation's own __post_init__ check
+    from gailkit.demos import pickle_io
+
+    trajs = pickle_io.RestrictedUnpickler(open(FIXTURES / "trajectories_p5.pkl", "rb")).load()
+    trajs[1].acts = trajs[1].acts[:-1]  # a pickle skips imitation's own __post_init__ check
+    cls = pickle_io.RECORDS["TrajectoryWithRew"]  # pickled under imitation's name, as imitation would
+    for name in ("imitation", "imitation.data", "imitation.data.types"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setattr(sys.modules["imitation.data.types"], "TrajectoryWithRew", cls, raising=False)
+    monkeypatch.setattr(cls, "__module__", "imitation.data.types")
     (tmp_path / "t.pkl").write_bytes(pickle.dumps(trajs))
     with pytest.raises(DemoError, match=r"t.pkl: trajectory 1 has 9 obs for 7 acts"):
         demos.load(tmp_path / "t.pkl")

@@ -1,4 +1,7 @@
+import dataclasses
+
 import numpy as np
+import pytest
 import torch as th
 
 from gailkit import envs
@@ -13,28 +16,36 @@ def _data(custom_demos):
     return exp, rand
 
 
-def test_separates_expert_from_random_after_a_few_updates(custom_demos):
+@pytest.mark.parametrize("extra, acc, gap", [({}, 0.85, 0.5), ({"grad_penalty": 1.0, "label_smoothing": 0.1}, 0.85, 0.2),
+                                             ({"spectral_norm": True}, 0.75, 0.2)])  # 1-Lipschitz: a slower, smaller margin
+def test_separates_expert_from_random_after_a_few_updates(custom_demos, extra, acc, gap):
     th.manual_seed(0)
     obs_space, act_space = envs.spaces("CustomEnv")
-    disc = Discriminator(obs_space, act_space, DiscConfig(net_arch=[32, 32], disc_lr=3e-3), "cpu", "gail")
+    disc = Discriminator(obs_space, act_space, DiscConfig(net_arch=[32, 32], disc_lr=3e-3, **extra), "cpu", "gail")
     exp, rand = (disc.preprocess(*x) for x in _data(custom_demos))
-    for _ in range(150):
+    first = disc.train_step(exp, rand)
+    for _ in range(400):
         stats = disc.train_step(exp, rand)
-    assert stats["disc/acc_expert"] > 0.85 and stats["disc/acc_gen"] > 0.85, stats
-    assert disc.reward(exp).mean() > disc.reward(rand).mean() + 0.5
+    assert stats["disc/loss"] < first["disc/loss"]
+    assert stats["disc/acc_expert"] > acc and stats["disc/acc_gen"] > acc, stats
+    assert disc.reward(exp).mean() > disc.reward(rand).mean() + gap
 
 
-def test_batched_reward_equals_per_sample(custom_demos):
+@pytest.mark.parametrize("fn", ["gail", "airl", "negative"])
+def test_batched_reward_equals_per_sample_and_has_its_sign(custom_demos, fn):
     obs_space, act_space = envs.spaces("CustomEnv")
-    for fn in ("gail", "airl", "negative"):
-        disc = Discriminator(obs_space, act_space, DiscConfig(grad_penalty=1.0, ent_coef=0.01), "cpu", fn)
-        exp, rand = (disc.preprocess(*x) for x in _data(custom_demos))
-        disc.train_step(exp, rand)  # moves the RunningNorm statistics away from their start
-        batched = disc.reward(exp, chunk=7).numpy()
-        single = np.array([disc.reward(tuple(x[i:i + 1] for x in exp)).item() for i in range(len(exp[0]))])
-        assert np.allclose(batched, single, atol=1e-6), fn
-        assert (batched >= 0).all() if fn == "gail" else True
-        assert (batched <= 0).all() if fn == "negative" else True
+    th.manual_seed(0)
+    disc = Discriminator(obs_space, act_space, DiscConfig(grad_penalty=1.0, ent_coef=0.01, disc_lr=3e-3), "cpu", fn)
+    exp, rand = (disc.preprocess(*x) for x in _data(custom_demos))
+    for _ in range(50):
+        disc.train_step(exp, rand)  # moves the normalization statistics and the logits away from 0
+    batched = disc.reward(th.cat([exp, rand]), chunk=7).numpy()
+    single = np.array([disc.reward(x[None]).item() for x in th.cat([exp, rand])])
+    assert np.allclose(batched, single, atol=1e-6)
+    logits = disc.logits(th.cat([exp, rand])).detach().numpy()
+    assert (logits > 0).any() and (logits < 0).any()
+    expected = {"gail": np.logaddexp(0, logits), "airl": logits, "negative": -np.logaddexp(0, -logits)}[fn]
+    assert np.allclose(batched, expected, atol=1e-5)
 
 
 def test_reward_does_not_move_normalization(custom_demos):
@@ -44,17 +55,71 @@ def test_reward_does_not_move_normalization(custom_demos):
     before = {k: v.clone() for k, v in disc.net.state_dict().items()}
     disc.reward(exp)
     assert all(th.equal(before[k], v) for k, v in disc.net.state_dict().items())
+    disc.train_step(exp, exp)
+    assert not th.equal(before["mlp.normalize_input.running_mean"], disc.net.state_dict()["mlp.normalize_input.running_mean"])
 
 
 def test_discrete_actions_one_hot(cartpole_demos):
     obs_space, act_space = envs.spaces("CartPole-v1")
     disc = Discriminator(obs_space, act_space, DiscConfig(), "cpu", "gail")
-    inputs = disc.preprocess(cartpole_demos.obs, cartpole_demos.acts, cartpole_demos.next_obs)
-    assert inputs[1].shape == (len(cartpole_demos), 2)
-    assert disc.reward(inputs).shape == (len(cartpole_demos),)
+    x = disc.preprocess(cartpole_demos.obs, cartpole_demos.acts, cartpole_demos.next_obs)
+    assert x.shape == (len(cartpole_demos), 4 + 2)
+    assert th.equal(x[:, 4:].argmax(1), th.as_tensor(cartpole_demos.acts))
+    assert th.equal(x[:, 4:].sum(1), th.ones(len(cartpole_demos)))
+    assert disc.reward(x).shape == (len(cartpole_demos),)
+
+
+def test_absorbing_rows_are_zeroed_and_flagged(custom_demos):
+    obs_space, act_space = envs.spaces("CustomEnv")
+    cfg = DiscConfig(use_next_state=True, absorbing=True)
+    disc = Discriminator(obs_space, act_space, cfg, "cpu", "gail")
+    n = 4
+    obs_abs, next_abs = np.array([True, False, False, False]), np.array([True, True, False, False])
+    x = disc.preprocess(custom_demos.obs[:n], custom_demos.acts[:n], custom_demos.next_obs[:n], obs_abs, next_abs)
+    assert x.shape == (n, 2 + 2 + 2 + 2)
+    assert th.equal(x[0, :6], th.zeros(6)) and x[0, 6] == 1 and x[0, 7] == 1
+    assert th.equal(x[1, :4], th.as_tensor(np.concatenate([custom_demos.obs[1], custom_demos.acts[1]])))
+    assert th.equal(x[1, 4:6], th.zeros(2)) and x[1, 6] == 0 and x[1, 7] == 1
+    assert x[2, 6] == 0 and x[2, 7] == 0 and th.equal(x[2, 4:6], th.as_tensor(custom_demos.next_obs[2]))
+
+
+def test_state_only_discriminator_ignores_actions(custom_demos):
+    obs_space, act_space = envs.spaces("CustomEnv")
+    disc = Discriminator(obs_space, act_space, DiscConfig(use_action=False, use_next_state=True), "cpu", "gail")
+    a = disc.preprocess(custom_demos.obs, custom_demos.acts, custom_demos.next_obs)
+    b = disc.preprocess(custom_demos.obs, None, custom_demos.next_obs)
+    assert th.equal(a, b) and a.shape[1] == 4
 
 
 def test_auto_reward_choice():
     assert choose_reward_fn("auto", terminated_fraction=0.0) == "gail"
     assert choose_reward_fn("auto", terminated_fraction=0.9) == "airl"
     assert choose_reward_fn("negative", terminated_fraction=0.0) == "negative"
+
+
+@pytest.mark.imitation
+@pytest.mark.parametrize("space_env", ["CustomEnv", "CartPole-v1"])
+@pytest.mark.parametrize("use_next_state", [False, True])
+def test_same_logits_as_imitations_basic_reward_net(custom_demos, cartpole_demos, space_env, use_next_state):
+    """gailkit's net and imitation's BasicRewardNet give the same logits for the same weights,
+    before and after training steps move the normalization statistics."""
+    pytest.importorskip("imitation")
+    d = custom_demos if space_env == "CustomEnv" else cartpole_demos
+    obs_space, act_space = envs.spaces(space_env)
+    cfg = DiscConfig(net_arch=[16, 8], use_next_state=use_next_state)
+    th.manual_seed(0)
+    ours = Discriminator(obs_space, act_space, cfg, "cpu", "airl")
+    theirs = Discriminator(obs_space, act_space, dataclasses.replace(cfg, net="imitation"), "cpu", "airl")
+    x = ours.preprocess(d.obs, d.acts, d.next_obs)
+    assert th.equal(x, theirs.preprocess(d.obs, d.acts, d.next_obs))
+    for _ in range(3):
+        ours.train_step(x, x.flip(0))
+    theirs.net.net.load_state_dict(ours.net.state_dict())
+    ours.net.eval(), theirs.net.eval()
+    assert th.allclose(ours.logits(x), theirs.logits(x), atol=1e-6)
+    imitation_inputs = theirs.net.net.preprocess(d.obs, d.acts, d.next_obs, np.zeros(len(d), bool))
+    assert th.allclose(theirs.net.net(*imitation_inputs), ours.logits(x), atol=1e-6)
+    ours.net.train(), theirs.net.train()
+    ours.logits(x), theirs.logits(x)  # one training-mode pass: both update their statistics alike
+    for (k, a), b in zip(ours.net.state_dict().items(), theirs.net.net.state_dict().values()):
+        assert th.allclose(a.float(), b.float(), atol=1e-6), k

@@ -73,6 +73,8 @@ def _peek_env_id(path: Path, unsafe_pickle: bool) -> tuple[str | None, Demos | N
     fmt = format_of(path)
     if fmt in ("arrow", "parquet"):
         return arrow_io.read_meta(path, fmt).env_id, None
+    if fmt == "pickle":
+        return pickle_io.peek_env_id(path), None
     d = load_file(path, unsafe_pickle)
     return d.meta.env_id, d
 

@@ -1,4 +1,8 @@
-"""The one place demos meet imitation's data types (so imitation can be replaced later)."""
+"""Writing imitation's formats (its trajectory types, its dataset folders): the one place demos import imitation.
+
+Reading them needs no imitation (`pickle_io` maps its types to gailkit's records, `arrow_io`
+reads its folders with pyarrow); writing them does (extra `gailkit[imitation]`).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,16 @@ import numpy as np
 
 from gailkit import fsutil
 from gailkit.demos.core import Demos
+from gailkit.errors import DemoError
+
+
+def _imitation(what: str):
+    try:
+        from imitation.data import serialize, types
+    except ImportError:
+        raise DemoError(f"writing {what} needs imitation: pip install 'gailkit[imitation]' "
+                        "(in an environment of its own: it pins gymnasium 0.29)") from None
+    return serialize, types
 
 
 def to_trajectories(demos: Demos) -> list:
@@ -16,8 +30,9 @@ def to_trajectories(demos: Demos) -> list:
     An episode's `terminal` is its last step's `terminated`; obs are the episode's obs plus the
     last next_obs.
     """
-    from imitation.data import types
-
+    _, types = _imitation("imitation trajectories")
+    if demos.acts is None:
+        raise DemoError("imitation's trajectories need actions; these demos have none")
     out = []
     bounds = demos.episode_bounds()
     for a, b in zip(bounds[:-1], bounds[1:]):
@@ -32,8 +47,7 @@ def to_trajectories(demos: Demos) -> list:
 
 def write_dataset(demos: Demos, path: Path) -> None:
     """A folder as `imitation.data.serialize.save` writes it, replaced atomically."""
-    from imitation.data import serialize
-
+    serialize, _ = _imitation("imitation dataset folders")
     trajs = to_trajectories(demos)
     with fsutil.atomic_dir(path) as tmp:
         serialize.save(tmp, trajs)

@@ -9,6 +9,7 @@ seconds, `collect` raises `FleetError`. The only module that imports ray.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -61,6 +62,8 @@ class RayFleet:
         import ray
 
         if not ray.is_initialized():
+            # Ray starts its workers at nice 15; here they are the workload, not background tasks
+            os.environ.setdefault("RAY_worker_niceness", "0")
             kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
             if self.address:
                 ray.init(address=self.address, **kwargs)
