@@ -16,9 +16,46 @@ from typing import Any
 import numpy as np
 import torch as th
 
-from gailkit import envs, policy
+from gailkit import config, envs, policy
 from gailkit.config import EnvConfig, PPOConfig
 from gailkit.fragments import Fragment, Weights
+
+
+@dataclasses.dataclass(frozen=True)
+class ActorSpec:
+    """Everything an actor needs, as it travels to actor processes and Ray actors (JSON)."""
+
+    env: EnvConfig
+    ppo: PPOConfig
+    """Only the network's shape matters to an actor (net_arch, activation, log_std_init)."""
+    normalize_obs: bool
+    n_envs: int
+    seed: int
+    actor_id: int = 0
+    heartbeat_s: float = 1.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"env": config.to_dict(self.env), "ppo": config.to_dict(self.ppo), "normalize_obs": self.normalize_obs,
+                "n_envs": self.n_envs, "seed": self.seed, "actor_id": self.actor_id, "heartbeat_s": self.heartbeat_s}
+
+    @classmethod
+    def from_json(cls, d: Any) -> ActorSpec:
+        """Checked like any settings: a malformed spec raises ConfigError (ValueError for bad numbers)."""
+        if not isinstance(d, dict):
+            raise config.ConfigError(f"actor spec: expected a mapping, got {type(d).__name__}")
+        try:
+            n_envs, seed, actor_id = int(d["n_envs"]), int(d["seed"]), int(d["actor_id"])
+            heartbeat_s = float(d.get("heartbeat_s", 1.0))
+            normalize = d["normalize_obs"]
+        except (KeyError, TypeError, ValueError, OverflowError) as e:
+            raise config.ConfigError(f"actor spec: {type(e).__name__}: {e}") from None
+        if not (1 <= n_envs <= 4096 and 0 < heartbeat_s < 3600 and isinstance(normalize, bool)):
+            raise config.ConfigError(f"actor spec: {n_envs} envs, heartbeat {heartbeat_s} s, normalize_obs {normalize!r}")
+        return cls(config.from_dict(EnvConfig, d["env"], "env"), config.from_dict(PPOConfig, d["ppo"], "ppo"),
+                   normalize, n_envs, seed, actor_id, heartbeat_s)
+
+    def with_id(self, actor_id: int) -> ActorSpec:
+        return dataclasses.replace(self, actor_id=actor_id)
 
 
 @dataclasses.dataclass
@@ -33,19 +70,22 @@ class _EnvSlot:
 
 
 class Actor:
-    """`start()` makes the envs; `set_weights()` applies only newer versions; `sample()` steps."""
+    """`start()` makes the envs; `set_weights()` applies only newer versions; `sample()` steps.
 
-    def __init__(self, env_cfg: EnvConfig, ppo_cfg: PPOConfig, normalize_obs: bool, actor_id: int,
-                 n_envs: int, seed: int):
-        self.env_cfg, self.ppo_cfg, self.normalize_obs = env_cfg, ppo_cfg, normalize_obs
-        self.actor_id, self.n_envs, self.seed = actor_id, n_envs, seed
+    `allow_code`: whether `spec.env` may name code (module:Class); see `envs.make_factory`.
+    """
+
+    def __init__(self, spec: ActorSpec, allow_code: bool = True):
+        self.spec, self.allow_code = spec, allow_code
+        self.env_cfg, self.ppo_cfg, self.normalize_obs = spec.env, spec.ppo, spec.normalize_obs
+        self.actor_id, self.n_envs, self.seed = spec.actor_id, spec.n_envs, spec.seed
         self.version = -1
         self._slots: list[_EnvSlot] = []
         self._policy = None
         self._rng: np.random.Generator | None = None
 
     def start(self) -> None:
-        factory = envs.make_factory(self.env_cfg)
+        factory = envs.make_factory(self.env_cfg, self.allow_code, source="the learner's settings")
         self._slots = [_EnvSlot(factory()) for _ in range(self.n_envs)]
         first = self._slots[0].env
         self.observation_space, self.action_space = first.observation_space, first.action_space
@@ -60,7 +100,10 @@ class Actor:
         slot.episode_seed, slot.actions, slot.ret, slot.length, slot.starting = episode_seed, [], 0.0, 0, True
 
     def set_weights(self, weights: Weights) -> bool:
-        """Apply `weights` if newer than what this actor has; return whether it did."""
+        """Apply `weights` if newer than what this actor has; return whether it did.
+
+        Raises ValueError, changing nothing, when they do not fit the policy (names, shapes,
+        dtypes) or are not finite."""
         if weights.version <= self.version:
             return False
         policy.set_weights(self._policy, weights)

@@ -1,66 +1,125 @@
-"""Saving and loading a run's whole state, atomically, as a torch file of plain containers and tensors.
+"""A run's whole state (`RunState`), saved atomically and read back by one function, `load`.
 
-Loaded with `torch.load(weights_only=True)`: a checkpoint cannot run code when read.
+A checkpoint is a torch file of plain containers and tensors, read with
+`torch.load(weights_only=True)`: reading it cannot run code. `load` then checks its layout and
+types before anyone uses it, so a truncated, foreign or tampered file is one `CheckpointError`
+line. What is in it: the counters, the resolved settings, the spaces, the reward function the run
+chose, the reference returns its normalized scores use, the best evaluation so far, the learner's
+own state (`Learner.state_dict()`), the fleet's, and every RNG.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import torch as th
 
-from gailkit import fsutil
+from gailkit import __version__, fsutil
 from gailkit.errors import GailkitError
 
-FORMAT = 1
+FORMAT = 2
+RANDOM_EPISODES = 20  # episodes behind a run's random-policy reference (at least eval_episodes)
 
 
 class CheckpointError(GailkitError):
-    """A checkpoint is missing, unreadable, or from an incompatible version."""
+    """A checkpoint is missing, unreadable, or not of this format."""
 
 
-def save(path: str | Path, state: dict[str, Any]) -> Path:
+@dataclasses.dataclass
+class References:
+    """What a run's normalized scores are measured against, fixed when the run starts.
+
+    `expert_return` is the expert policy's evaluated return when the demos carry it, else the
+    demos' mean episode return (`expert_source` says which); `random_return` is a uniform random
+    policy's mean return over `random_episodes` episodes from `random_seed`.
+    """
+
+    expert_return: float | None
+    expert_source: str
+    random_return: float
+    random_episodes: int
+    random_seed: int
+
+    def normalized(self, ret: float) -> float | None:
+        """(R - R_random) / (R_expert - R_random), or None when the expert level is unknown."""
+        if self.expert_return is None or self.expert_return == self.random_return:
+            return None
+        return (ret - self.random_return) / (self.expert_return - self.random_return)
+
+
+@dataclasses.dataclass
+class Best:
+    """The best evaluation so far: `metric` is `return` (higher is better) or `action_error` (lower)."""
+
+    metric: str = "return"
+    value: float | None = None
+    round: int = 0
+
+    def beaten_by(self, value: float) -> bool:
+        if self.value is None:
+            return True
+        return value < self.value if self.metric == "action_error" else value > self.value
+
+
+@dataclasses.dataclass
+class RunState:
+    round: int
+    env_steps: int
+    config: dict[str, Any]
+    """The resolved TrainConfig, as `config.to_dict` writes it."""
+    spaces: dict[str, Any]
+    """{"observation": ..., "action": ...} as `demos.space_to_json` writes them."""
+    reward_fn: str
+    references: References
+    best: Best
+    learner: dict[str, Any]
+    """`Learner.state_dict()`: generator, discriminator, learner RNG."""
+    fleet: dict[str, Any]
+    rng: dict[str, Any]
+    """Global RNG states (torch, numpy, python, cuda)."""
+    gailkit_version: str = __version__
+    format: int = FORMAT
+
+
+_TYPES = {"round": int, "env_steps": int, "config": dict, "spaces": dict, "reward_fn": str, "references": dict,
+          "best": dict, "learner": dict, "fleet": dict, "rng": dict, "gailkit_version": str, "format": int}
+
+
+def save(path: str | Path, state: RunState) -> Path:
+    """Write `state` to `path` atomically (a temp file beside it, fsync, rename)."""
     path = Path(path)
+    data = {f.name: getattr(state, f.name) for f in dataclasses.fields(state)}
+    data["references"] = dataclasses.asdict(state.references)
+    data["best"] = dataclasses.asdict(state.best)
     with fsutil.atomic_path(path) as tmp:
-        th.save({"format": FORMAT, **state}, tmp)
+        th.save(data, tmp)
     return path
 
 
-def load(path: str | Path, device: str | th.device = "cpu") -> dict[str, Any]:
+def load(path: str | Path, device: str | th.device = "cpu") -> RunState:
+    """The one reader of checkpoints: weights-only unpickling, then a check of layout and types."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: no such checkpoint")
     try:
-        state = th.load(path, map_location=device, weights_only=True)
-    except Exception as e:  # torch raises assorted errors for truncated or foreign files
-        raise CheckpointError(f"{path}: not a readable gailkit checkpoint ({type(e).__name__}: {str(e).splitlines()[0]})") from None
-    if not isinstance(state, dict) or state.get("format") != FORMAT:
-        raise CheckpointError(f"{path}: not a gailkit checkpoint of format {FORMAT}")
-    return state
-
-
-def latest(run_dir: str | Path) -> Path:
-    """The newest checkpoint of a run (`checkpoints/round_*.pt`)."""
-    found = sorted(Path(run_dir, "checkpoints").glob("round_*.pt"))
-    if not found:
-        raise CheckpointError(f"{run_dir}: no checkpoints/round_*.pt to resume from")
-    return found[-1]
-
-
-def resolve(path: str | Path, which: str = "final") -> Path:
-    """A checkpoint file from a run directory (`final`, `best`, or `latest`) or a .pt path."""
-    path = Path(path)
-    if path.is_file():
-        return path
-    if not path.is_dir():
-        raise CheckpointError(f"{path}: no such run directory or checkpoint file")
-    if which == "latest":
-        return latest(path)
-    candidate = path / which / "checkpoint.pt"
-    if candidate.is_file():
-        return candidate
-    return latest(path)  # an interrupted run has no final/: fall back to its newest checkpoint
+        data = th.load(path, map_location=device, weights_only=True)
+    except Exception as e:  # noqa: BLE001 - torch raises assorted errors for truncated, foreign or hostile files
+        kind = "truncated or corrupt" if isinstance(e, (EOFError, RuntimeError)) else "not a torch file of plain data"
+        raise CheckpointError(f"{path}: not a readable gailkit checkpoint ({kind}: {type(e).__name__})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        found = data.get("format") if isinstance(data, dict) else type(data).__name__
+        raise CheckpointError(f"{path}: not a gailkit checkpoint of format {FORMAT} (found {found!r})")
+    for key, kind in _TYPES.items():
+        if not isinstance(data.get(key), kind) or (kind is int and isinstance(data.get(key), bool)):
+            raise CheckpointError(f"{path}: field '{key}' is missing or not a {kind.__name__}")
+    try:
+        refs = References(**data["references"])
+        best = Best(**data["best"])
+    except TypeError as e:
+        raise CheckpointError(f"{path}: malformed 'references' or 'best' ({e})") from None
+    return RunState(**{**data, "references": refs, "best": best})
 
 
 def load_policy(path: str | Path, device: str = "cpu"):
@@ -69,10 +128,13 @@ def load_policy(path: str | Path, device: str = "cpu"):
     from gailkit.config import TrainConfig
 
     state = load(path, device)
-    cfg = config.from_dict(TrainConfig, state["config"])
-    obs_space = demos.space_from_json(state["spaces"]["observation"])
-    act_space = demos.space_from_json(state["spaces"]["action"])
-    pol = policy.build(obs_space, act_space, cfg.ppo, cfg.normalize_obs, device)
-    pol.load_state_dict(state["generator"]["policy"])
+    try:
+        cfg = config.from_dict(TrainConfig, config.migrate(state.config), "config")
+        obs_space = demos.space_from_json(state.spaces["observation"])
+        act_space = demos.space_from_json(state.spaces["action"])
+        pol = policy.build(obs_space, act_space, cfg.ppo, cfg.normalize_obs, device)
+        pol.load_state_dict(state.learner["generator"]["policy"])
+    except (GailkitError, KeyError, TypeError, ValueError, RuntimeError) as e:
+        raise CheckpointError(f"{path}: its policy cannot be rebuilt ({type(e).__name__}: {str(e).splitlines()[0]})") from None
     pol.set_training_mode(False)
     return pol, state

@@ -15,6 +15,7 @@ episode terminated": its observation part is zeros and its flag is 1.
 from __future__ import annotations
 
 import collections
+import copy
 from typing import Any
 
 import gymnasium as gym
@@ -267,4 +268,4 @@ class Discriminator:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.net.load_state_dict(state["net"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))  # torch shares, not copies, its tensors

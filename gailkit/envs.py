@@ -1,7 +1,10 @@
-"""Resolving `--env` names and making (vector) envs.
+"""Resolving `--env` names and making envs.
 
-A name is, in this order: `module:Class` or `path/file.py:Class`; a gymnasium id (the project's
-`envs/` package and `seals` are imported first so their ids are known).
+A name is a gymnasium id (the project's `envs/` package and `seals` are imported first so their
+ids are known), or code the user names: `module:Class` or `path/file.py:Class`. Code is loaded
+only with `allow_code` (names the user typed); env names read from files (checkpoints, run
+configs, ONNX metadata, an expert's .json) come with `allow_code=False` unless the user passed
+the same `--env`. A class is checked to be a `gymnasium.Env` subclass before it is called.
 """
 
 from __future__ import annotations
@@ -37,28 +40,43 @@ def scripted_experts(env_id: str) -> dict[str, Callable]:
     return dict(getattr(module, "SCRIPTED_EXPERTS", {}).get(env_id, {}))
 
 
-def _load_class(name: str) -> type:
-    target, _, attr = name.rpartition(":")
+def load_user_attr(spec: str, flag: str = "--env") -> Any:
+    """`module:attr` or `path/file.py:attr`, as typed by the user (imports, so runs, that code)."""
+    target, _, attr = spec.rpartition(":")
+    if not target or not attr:
+        raise EnvError(f"{flag} {spec}: expected module:NAME or path/file.py:NAME")
     if target.endswith(".py") or "/" in target:
         path = Path(target)
         if not path.is_file():
-            raise EnvError(f"--env {name}: no such file {path}")
-        mod_name = f"gailkit_user_env_{abs(hash(str(path.resolve())))}"
+            raise EnvError(f"{flag} {spec}: no such file {path}")
+        mod_name = f"gailkit_user_{abs(hash(str(path.resolve())))}"
         module = sys.modules.get(mod_name)
         if module is None:
-            spec = importlib.util.spec_from_file_location(mod_name, path)
-            assert spec is not None and spec.loader is not None
-            module = importlib.util.module_from_spec(spec)
+            loader_spec = importlib.util.spec_from_file_location(mod_name, path)
+            if loader_spec is None or loader_spec.loader is None:
+                raise EnvError(f"{flag} {spec}: {path} is not a Python file")
+            module = importlib.util.module_from_spec(loader_spec)
             sys.modules[mod_name] = module
-            spec.loader.exec_module(module)
+            try:
+                loader_spec.loader.exec_module(module)
+            except Exception as e:  # the user's own code failed to import: say where, in one line
+                del sys.modules[mod_name]
+                raise EnvError(f"{flag} {spec}: importing {path} failed ({type(e).__name__}: {e})") from None
     else:
         try:
             module = importlib.import_module(target)
-        except ModuleNotFoundError as e:
-            raise EnvError(f"--env {name}: cannot import module '{target}' ({e})") from None
-    cls = getattr(module, attr, None)
-    if cls is None:
-        raise EnvError(f"--env {name}: module '{target}' has no attribute '{attr}'")
+        except ImportError as e:
+            raise EnvError(f"{flag} {spec}: cannot import module '{target}' ({e})") from None
+    value = getattr(module, attr, None)
+    if value is None:
+        raise EnvError(f"{flag} {spec}: module '{target}' has no attribute '{attr}'")
+    return value
+
+
+def _load_class(name: str) -> type:
+    cls = load_user_attr(name)
+    if not (isinstance(cls, type) and issubclass(cls, gym.Env)):
+        raise EnvError(f"--env {name}: {getattr(cls, '__name__', cls)!s} is not a gymnasium.Env subclass")
     return cls
 
 
@@ -71,17 +89,24 @@ def _is_registered(name: str) -> bool:
     return name in gym.registry
 
 
-def make_factory(cfg: EnvConfig | str) -> Callable[[], gym.Env]:
-    """A zero-argument callable that builds a fresh env for `cfg` (fails now if it cannot resolve)."""
+def make_factory(cfg: EnvConfig | str, allow_code: bool = True, source: str = "") -> Callable[[], gym.Env]:
+    """A zero-argument callable that builds a fresh env for `cfg` (fails now if it cannot resolve).
+
+    `allow_code=False` (an env name read from `source`, a file the user did not type) resolves
+    gymnasium ids and `envs/` names only.
+    """
     if isinstance(cfg, str):
         cfg = EnvConfig(id=cfg)
     name, kwargs = cfg.id, dict(cfg.kwargs)
-    if not name:
+    if not isinstance(name, str) or not name:
         raise EnvError("no env given: pass --env NAME (a gymnasium id, a name from envs/, module:Class)")
     import_project_envs()
     if _is_registered(name):
         return _RegisteredFactory(name, kwargs)
     if ":" in name:
+        if not allow_code:
+            raise EnvError(f"{source or 'a file'} names the env {name!r}, which is code (module:Class); gailkit loads "
+                           f"code only from a name you type: pass --env {name} if you trust it")
         _load_class(name)  # fail now, with a clear error, if it cannot load
         return _ClassFactory(name, kwargs)
     close = difflib.get_close_matches(name, list(gym.registry), n=4, cutoff=0.5)
@@ -99,8 +124,10 @@ class _RegisteredFactory:
     def __call__(self) -> gym.Env:
         try:
             return gym.make(self.name, **self.kwargs)
-        except TypeError as e:
+        except (TypeError, ValueError) as e:
             raise EnvError(f"--env {self.name}: bad env kwargs {self.kwargs} ({e})") from None
+        except gym.error.DependencyNotInstalled as e:
+            raise EnvError(f"--env {self.name}: {str(e).splitlines()[0]}") from None
 
 
 class _ClassFactory:
@@ -113,52 +140,34 @@ class _ClassFactory:
         cls = _load_class(self.name)
         try:
             env = cls(**self.kwargs)
-        except TypeError as e:
+        except (TypeError, ValueError) as e:
             raise EnvError(f"--env {self.name}: cannot construct with kwargs {self.kwargs} ({e})") from None
-        if not isinstance(env, gym.Env):
-            raise EnvError(f"--env {self.name}: {cls.__name__} is not a gymnasium.Env")
         return env
 
 
-def make_env(cfg: EnvConfig | str, seed: int | None = None) -> gym.Env:
+def make_env(cfg: EnvConfig | str, seed: int | None = None, allow_code: bool = True) -> gym.Env:
     """One env, reset once with `seed` when given so its RNG is seeded."""
-    env = make_factory(cfg)()
+    env = make_factory(cfg, allow_code)()
     if seed is not None:
         env.reset(seed=seed)
         env.action_space.seed(seed)
     return env
 
 
-def spaces(cfg: EnvConfig | str) -> tuple[gym.Space, gym.Space]:
+def spaces(cfg: EnvConfig | str, allow_code: bool = True, source: str = "") -> tuple[gym.Space, gym.Space]:
     """The (observation, action) spaces of an env, from one throwaway instance."""
-    env = make_factory(cfg)()
+    env = make_factory(cfg, allow_code, source)()
     try:
         return env.observation_space, env.action_space
     finally:
         env.close()
 
 
-def make_vec_env(cfg: EnvConfig | str, n_envs: int, seed: int, monitor: bool = True):
-    """An SB3 `DummyVecEnv` of `n_envs` envs seeded `seed + i` (episode stats via `Monitor`)."""
-    from stable_baselines3.common.monitor import Monitor
-    from stable_baselines3.common.vec_env import DummyVecEnv
-
-    factory = make_factory(cfg)
-
-    def thunk():
-        env = factory()
-        return Monitor(env) if monitor else env
-
-    venv = DummyVecEnv([thunk] * n_envs)
-    venv.seed(seed)
-    return venv
-
-
 def run_episodes(act: Callable[[np.ndarray], Any], env_cfg, episodes: int, seed: int,
-                 expert_action: Callable | None = None) -> dict[str, Any]:
+                 expert_action: Callable | None = None, allow_code: bool = True) -> dict[str, Any]:
     """Episodes of `act` seeded `seed + i`: mean/std return, and the mean absolute action error
     against `expert_action(obs)` when given (a scripted expert)."""
-    env = make_factory(env_cfg)()
+    env = make_factory(env_cfg, allow_code)()
     returns, lengths, errors = [], [], []
     try:
         for i in range(episodes):

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import ast
-import io
 import json
 import re
-import zipfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +13,7 @@ import numpy as np
 
 from gailkit import __version__, config, demos, envs, fsutil
 from gailkit.config import EnvConfig, ExpertConfig
-from gailkit.errors import ConfigError, ExpertError
+from gailkit.errors import ConfigError, EnvError, ExpertError
 
 REPO_EXPERTS = Path(__file__).resolve().parents[1] / "experts"
 Policy = Callable[[np.ndarray], Any]
@@ -56,6 +53,22 @@ def expert_config(env_id: str, config_file: str | None = None, overrides: list[s
     return config.build(ExpertConfig, layers, overrides)
 
 
+def make_vec_env(cfg: EnvConfig | str, n_envs: int, seed: int, monitor: bool = True, allow_code: bool = True):
+    """An SB3 `DummyVecEnv` of `n_envs` envs seeded `seed + i` (episode stats via `Monitor`)."""
+    from stable_baselines3.common.monitor import Monitor
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    factory = envs.make_factory(cfg, allow_code)
+
+    def thunk():
+        env = factory()
+        return Monitor(env) if monitor else env
+
+    venv = DummyVecEnv([thunk] * n_envs)
+    venv.seed(seed)
+    return venv
+
+
 def _progress_callback(total: int, quiet: bool):
     """An SB3 callback drawing a tqdm bar with the mean training return (SB3's own bar needs `rich`)."""
     from stable_baselines3.common.callbacks import BaseCallback
@@ -93,7 +106,7 @@ def train_expert(cfg: ExpertConfig, out: Path, device: str = "cpu", log: Callabl
 
     if cfg.ppo.batch_size > cfg.ppo.n_steps * cfg.n_envs:
         raise ConfigError(f"'ppo.batch_size' {cfg.ppo.batch_size} exceeds n_steps * n_envs = {cfg.ppo.n_steps * cfg.n_envs}")
-    venv = envs.make_vec_env(cfg.env, cfg.n_envs, cfg.seed)
+    venv = make_vec_env(cfg.env, cfg.n_envs, cfg.seed)
     if cfg.normalize_obs or cfg.normalize_reward:
         venv = VecNormalize(venv, norm_obs=cfg.normalize_obs, norm_reward=cfg.normalize_reward, gamma=cfg.ppo.gamma,
                             clip_obs=10.0, epsilon=1e-8)
@@ -131,15 +144,25 @@ def load_expert(spec: str, env_id: str | None, deterministic: bool) -> tuple[Pol
         if not path.is_file():
             raise ExpertError(f"--expert {spec}: no such file")
         meta_path = path.with_suffix(".json")
-        info = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
-        file_env = info.get("env_id")
+        try:
+            info = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+        except (OSError, ValueError) as e:
+            raise ExpertError(f"{meta_path}: not readable JSON ({e})") from None
+        info = info if isinstance(info, dict) else {}
+        file_env = info.get("env_id") if isinstance(info.get("env_id"), str) else None
         if env_id and file_env and env_id != file_env:
             raise ExpertError(f"--expert {spec} was trained on {file_env}, not {env_id}")
         env_id = env_id or file_env
         if not env_id:
             raise ExpertError(f"--expert {spec}: no {meta_path.name} beside it naming its env; pass --env")
-        obs_space, act_space = envs.spaces(env_id)
-        pol = read_sb3_zip(path, obs_space, act_space)
+        obs_space, act_space = envs.spaces(env_id, allow_code=file_env is None or env_id != file_env,
+                                           source=str(meta_path))
+        from gailkit import policy
+
+        try:
+            pol = policy.read_sb3_zip(path, obs_space, act_space)
+        except ValueError as e:
+            raise ExpertError(str(e)) from None
         return _policy_actor(pol, deterministic), env_id, info
     if not env_id:
         raise ExpertError(f"--expert {spec}: pass --env for a scripted expert")
@@ -147,13 +170,12 @@ def load_expert(spec: str, env_id: str | None, deterministic: bool) -> tuple[Pol
     if spec in scripted:
         return Scripted(scripted[spec]), env_id, {"scripted": spec}
     if ":" in spec:
-        import importlib
-
-        module, _, attr = spec.partition(":")
         try:
-            fn = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as e:
-            raise ExpertError(f"--expert {spec}: cannot load ({e})") from None
+            fn = envs.load_user_attr(spec, flag="--expert")
+        except EnvError as e:
+            raise ExpertError(str(e)) from None
+        if not callable(fn):
+            raise ExpertError(f"--expert {spec}: {type(fn).__name__} is not callable (obs -> action)")
         return fn, env_id, {"scripted": spec}
     names = ", ".join(sorted(scripted)) or "none"
     raise ExpertError(f"--expert {spec}: not a .zip file, nor a scripted expert of {env_id} (it has: {names}), nor module:function")
@@ -167,73 +189,6 @@ def _policy_actor(pol: Any, deterministic: bool) -> Policy:
         return policy.env_action(pol.action_space, a)[0]
 
     return one
-
-
-_ACTIVATION_CLASSES = {"Tanh": "tanh", "ReLU": "relu", "ELU": "elu", "LeakyReLU": "leaky_relu", "GELU": "gelu", "SiLU": "silu"}
-
-
-def _field(value: Any) -> Any:
-    """A policy_kwargs entry of an SB3 zip: JSON as is, or the repr SB3 stores beside its cloudpickle."""
-    if isinstance(value, str):
-        try:
-            return ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            return value
-    return value
-
-
-def read_sb3_zip(path: Path, observation_space: Any, action_space: Any):
-    """The policy of a stable-baselines3 PPO/A2C zip, without unpickling anything.
-
-    SB3's own `PPO.load` runs cloudpickle on fields of the zip, which can run code. Here the
-    weights come from `policy.pth` through `torch.load(weights_only=True)`, the architecture from
-    the readable copies of `policy_kwargs` SB3 writes beside each pickled field, and the spaces
-    from the env; the weights must fit the rebuilt network exactly.
-    """
-    import torch as th
-    from stable_baselines3.common.policies import ActorCriticPolicy
-
-    from gailkit import policy
-
-    try:
-        with zipfile.ZipFile(path) as z:
-            data = json.loads(z.read("data"))
-            weights = th.load(io.BytesIO(z.read("policy.pth")), map_location="cpu", weights_only=True)
-    except (zipfile.BadZipFile, KeyError, OSError, ValueError, RuntimeError, EOFError) as e:
-        raise ExpertError(f"{path}: not a readable stable-baselines3 zip ({type(e).__name__}: {str(e).splitlines()[0]})") from None
-    if not isinstance(data, dict) or "ActorCriticPolicy.__init__" not in str((data.get("policy_class") or {}).get("__init__", "")):
-        raise ExpertError(f"{path}: not a stable-baselines3 PPO/A2C zip with an MlpPolicy (ActorCriticPolicy)")
-    shape = _field((data.get("observation_space") or {}).get("_shape"))
-    if isinstance(shape, (list, tuple)) and tuple(shape) != tuple(observation_space.shape or ()):
-        raise ExpertError(f"{path}: trained on observations of shape {tuple(shape)}, the env has {observation_space.shape}")
-    pk = data.get("policy_kwargs") or {}
-    kwargs: dict[str, Any] = {}
-    net_arch = _field(pk.get("net_arch"))
-    if isinstance(net_arch, list) and net_arch and isinstance(net_arch[0], dict):
-        net_arch = net_arch[0]  # SB3 < 1.8 wrote [dict(pi=..., vf=...)]
-    if net_arch is not None:
-        kwargs["net_arch"] = net_arch
-    if "activation_fn" in pk:
-        name = str(pk["activation_fn"]).rstrip("'>").rsplit(".", 1)[-1]
-        if name not in _ACTIVATION_CLASSES:
-            raise ExpertError(f"{path}: activation {pk['activation_fn']} is not one gailkit rebuilds ({', '.join(_ACTIVATION_CLASSES)})")
-        kwargs["activation_fn"] = policy.ACTIVATIONS[_ACTIVATION_CLASSES[name]]
-    for key in ("log_std_init", "full_std", "use_expln", "squash_output", "share_features_extractor"):
-        if key in pk:
-            kwargs[key] = _field(pk[key])
-    extractor = str(pk.get("features_extractor_class", "FlattenExtractor"))
-    if "NormalizedFlatten" in extractor:
-        kwargs["features_extractor_class"] = policy.NormalizedFlatten
-        kwargs["features_extractor_kwargs"] = _field(pk.get("features_extractor_kwargs", {})) or {}
-    elif "FlattenExtractor" not in extractor:
-        raise ExpertError(f"{path}: features extractor {extractor} is not one gailkit rebuilds")
-    try:
-        pol = ActorCriticPolicy(observation_space, action_space, lambda _: 0.0, use_sde=bool(data.get("use_sde", False)), **kwargs)
-        pol.load_state_dict(weights)
-    except (RuntimeError, TypeError, ValueError, AttributeError) as e:
-        raise ExpertError(f"{path}: its weights do not fit the network it describes ({str(e).splitlines()[0]})") from None
-    pol.set_training_mode(False)
-    return pol
 
 
 class Scripted:
@@ -251,7 +206,27 @@ class Scripted:
         return self.factory(env)
 
 
-def record(policy: Policy | Scripted, env_cfg: EnvConfig | str, episodes: int, seed: int, source: str) -> demos.Demos:
+def record_demos(spec: str, env_id: str | None, episodes: int, seed: int, sample: bool = False) -> demos.Demos:
+    """Demos of an expert with the expert policy's own return in their metadata.
+
+    Deterministic by default: the demos then show the policy whose return is the reference.
+    With `sample`, actions are drawn from the expert's distribution, and its deterministic return
+    is measured on other seeds (`seed + 100000 + i`) for the metadata.
+    """
+    allow_code = env_id is not None
+    pol, env_name, _ = load_expert(spec, env_id, deterministic=not sample)
+    d = record(pol, env_name, episodes, seed, source=spec, allow_code=allow_code)
+    reference = d.episode_returns()
+    if sample:
+        det, _, _ = load_expert(spec, env_name, deterministic=True)
+        reference = record(det, env_name, max(10, min(episodes, 50)), seed + 100_000, spec, allow_code).episode_returns()
+    d.meta.expert_return, d.meta.expert_return_std = float(reference.mean()), float(reference.std())
+    d.meta.expert_episodes, d.meta.sampled = len(reference), sample
+    return d
+
+
+def record(policy: Policy | Scripted, env_cfg: EnvConfig | str, episodes: int, seed: int, source: str,
+           allow_code: bool = True) -> demos.Demos:
     """Roll out `policy` for `episodes` episodes seeded `seed + i`; every transition with its reward.
 
     Where the env reports `info["expert_action"]` (its own controller drove), that is the action recorded.
@@ -260,7 +235,7 @@ def record(policy: Policy | Scripted, env_cfg: EnvConfig | str, episodes: int, s
         raise ExpertError(f"--episodes must be >= 1, got {episodes}")
     env_cfg = EnvConfig(id=env_cfg) if isinstance(env_cfg, str) else env_cfg
     extra = policy.env_kwargs if isinstance(policy, Scripted) else {}
-    env = envs.make_factory(EnvConfig(id=env_cfg.id, kwargs={**env_cfg.kwargs, **extra}))()
+    env = envs.make_factory(EnvConfig(id=env_cfg.id, kwargs={**env_cfg.kwargs, **extra}), allow_code)()
     if isinstance(policy, Scripted):
         policy = policy.bind(env)
     cols: dict[str, list] = {k: [] for k in ("obs", "acts", "next_obs", "terminated", "truncated", "rews", "episode_id", "step")}

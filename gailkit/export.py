@@ -11,9 +11,9 @@ max(1, |x|)) or the export fails and nothing is written.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
-import math
 import warnings
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 import torch as th
 
-from gailkit import __version__, checkpoint, demos, fsutil, inference, policy
+from gailkit import __version__, checkpoint, demos, fsutil, inference, policy, rundir
 from gailkit.errors import GailkitError
 
 OPSET = 17
@@ -34,33 +34,17 @@ class ExportError(GailkitError):
     """The export failed its checks; nothing was written."""
 
 
-class _Deterministic(th.nn.Module):
+class _Exported(th.nn.Module):
+    """The policy's deterministic head (`policy.DeterministicHead`), with the chosen outputs."""
+
     def __init__(self, pol, with_value: bool, with_log_prob: bool):
         super().__init__()
-        self.pol, self.with_value, self.with_log_prob = pol, with_value, with_log_prob
-        space = pol.action_space
-        self.discrete = isinstance(space, gym.spaces.Discrete)
-        if not self.discrete:
-            self.register_buffer("low", th.as_tensor(space.low, dtype=th.float32))
-            self.register_buffer("high", th.as_tensor(space.high, dtype=th.float32))
+        self.head, self.with_value, self.with_log_prob = policy.DeterministicHead(pol), with_value, with_log_prob
+        self.discrete = self.head.discrete
 
     def forward(self, obs: th.Tensor):
-        features = self.pol.extract_features(obs, self.pol.features_extractor)
-        latent_pi, latent_vf = self.pol.mlp_extractor(features)
-        out = self.pol.action_net(latent_pi)
-        if self.discrete:
-            action = th.argmax(out, dim=-1)
-            log_prob = th.log_softmax(out, dim=-1).gather(-1, action.unsqueeze(-1)).squeeze(-1)
-        else:
-            action = th.minimum(th.maximum(out, self.low), self.high)
-            log_std = self.pol.log_std.expand_as(out)  # at the mean, the Gaussian's quadratic term is 0
-            log_prob = (-log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
-        outputs = [action]
-        if self.with_value:
-            outputs.append(self.pol.value_net(latent_vf).squeeze(-1))
-        if self.with_log_prob:
-            outputs.append(log_prob)
-        return tuple(outputs)
+        action, value, log_prob = self.head(obs)
+        return (action, *([value] if self.with_value else []), *([log_prob] if self.with_log_prob else []))
 
 
 def _sample_obs(space: gym.Space, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -73,7 +57,7 @@ def _sample_obs(space: gym.Space, n: int, rng: np.random.Generator) -> np.ndarra
     raise ExportError(f"observation space {space} is not supported for export (Box, Discrete are)")
 
 
-def parity(model_bytes: bytes, module: _Deterministic, obs_space: gym.Space, n: int = 1000, seed: int = 0) -> dict[str, Any]:
+def parity(model_bytes: bytes, module: _Exported, obs_space: gym.Space, n: int = 1000, seed: int = 0) -> dict[str, Any]:
     """Max abs difference torch vs onnxruntime over `n` observations at batch 1 and batch 64."""
     sess = inference.session(model_bytes)
     obs = _sample_obs(obs_space, n, np.random.default_rng(seed))
@@ -100,12 +84,15 @@ def parity(model_bytes: bytes, module: _Deterministic, obs_space: gym.Space, n: 
 
 
 def export(source: str | Path, out: str | Path, with_value: bool = False, with_log_prob: bool = False,
-           which: str = "final") -> dict[str, Any]:
+           which: str = "best") -> dict[str, Any]:
     """Export the policy of a run (or checkpoint) to `out`; returns the parity report and metadata."""
-    ckpt = checkpoint.resolve(source, which)
+    ckpt = rundir.resolve(source, which)
     pol, state = checkpoint.load_policy(ckpt, "cpu")
-    module = _Deterministic(pol, with_value, with_log_prob).eval()
-    obs_space = demos.space_from_json(state["spaces"]["observation"])
+    try:
+        module = _Exported(pol, with_value, with_log_prob).eval()
+    except ValueError as e:
+        raise ExportError(f"{ckpt}: {e}") from None
+    obs_space = demos.space_from_json(state.spaces["observation"])
     outputs = ["action"] + (["value"] if with_value else []) + (["log_prob"] if with_log_prob else [])
     dummy = th.as_tensor(_sample_obs(obs_space, 2, np.random.default_rng(0)))
     buf = io.BytesIO()
@@ -115,12 +102,12 @@ def export(source: str | Path, out: str | Path, with_value: bool = False, with_l
                        dynamic_axes={name: {0: "batch"} for name in ["obs", *outputs]}, dynamo=False)
     model = onnx.load_from_string(buf.getvalue())
     meta = {
-        "env_id": state["config"]["env"]["id"],
-        "observation_space": json.dumps(state["spaces"]["observation"]),
-        "action_space": json.dumps(state["spaces"]["action"]),
+        "env_id": str(state.config["env"]["id"]),
+        "observation_space": json.dumps(state.spaces["observation"]),
+        "action_space": json.dumps(state.spaces["action"]),
         "gailkit_version": __version__,
         "run": str(ckpt),
-        "round": str(state["round"]),
+        "round": str(state.round),
         "opset": str(OPSET),
         "outputs": ",".join(outputs),
     }
@@ -139,32 +126,22 @@ def export(source: str | Path, out: str | Path, with_value: bool = False, with_l
     return {"out": str(out), "checkpoint": str(ckpt), "parity": report, "metadata": meta}
 
 
-def export_sb3(source: str | Path, out: str | Path, which: str = "final") -> Path:
-    """The trained policy as a plain stable-baselines3 `PPO` zip (`PPO.load(out)` works)."""
-    from stable_baselines3 import PPO
+def export_sb3(source: str | Path, out: str | Path, which: str = "best") -> Path:
+    """The trained policy as a plain stable-baselines3 `PPO` zip (`PPO.load(out)` works where gailkit
+    is installed: the observation normalizer is gailkit's `NormalizedFlatten`)."""
+    from gailkit import config, experts
 
-    from gailkit import envs
-
-    ckpt = checkpoint.resolve(source, which)
+    ckpt = rundir.resolve(source, which)
     pol, state = checkpoint.load_policy(ckpt, "cpu")
-    cfg = state["config"]
-    venv = envs.make_vec_env(cfg["env"]["id"] if not cfg["env"]["kwargs"] else _env_cfg(cfg), 1, 0, monitor=False)
-    from gailkit import config as config_mod
-    from gailkit.config import PPOConfig
-
-    ppo_cfg = config_mod.from_dict(PPOConfig, cfg["ppo"])
-    model = PPO("MlpPolicy", venv, policy_kwargs=policy.policy_kwargs(ppo_cfg, cfg["normalize_obs"]),
-                n_steps=ppo_cfg.n_steps, batch_size=min(ppo_cfg.batch_size, ppo_cfg.n_steps), gamma=ppo_cfg.gamma,
-                device="cpu")
-    model.policy.load_state_dict(pol.state_dict())
-    out = Path(out)
-    with fsutil.atomic_path(out, suffix=".zip") as tmp:
-        model.save(tmp)
-    venv.close()
+    cfg = config.from_dict(config.TrainConfig, config.migrate(state.config), "config")
+    venv = experts.make_vec_env(cfg.env, 1, 0, monitor=False, allow_code=False)
+    try:
+        ppo_cfg = dataclasses.replace(cfg.ppo, n_steps=max(cfg.ppo.n_steps, cfg.ppo.batch_size))
+        model = policy.make_ppo(venv, ppo_cfg, cfg.normalize_obs, "cpu")
+        model.policy.load_state_dict(pol.state_dict())
+        out = Path(out)
+        with fsutil.atomic_path(out, suffix=".zip") as tmp:
+            model.save(tmp)
+    finally:
+        venv.close()
     return out
-
-
-def _env_cfg(cfg: dict[str, Any]):
-    from gailkit.config import EnvConfig
-
-    return EnvConfig(id=cfg["env"]["id"], kwargs=dict(cfg["env"]["kwargs"]))

@@ -91,3 +91,75 @@ class Weights:
 
     version: int
     tensors: dict[str, np.ndarray]
+
+
+class BadFragment(ValueError):
+    """A fragment that does not fit the run; `reason` is a short key for the `actors/dropped` count."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+
+
+@dataclasses.dataclass(frozen=True)
+class FragmentSpec:
+    """What every fragment of a run must look like, from the env's spaces and the round's size.
+
+    `act_n`/`act_start` are set for discrete action spaces (actions must be integers in
+    `[start, start + n)`); otherwise actions are finite floats of `act_shape`.
+    """
+
+    n_steps: int
+    n_envs: int
+    obs_shape: tuple[int, ...]
+    act_shape: tuple[int, ...]
+    act_n: int | None = None
+    act_start: int = 0
+
+    @classmethod
+    def of(cls, observation_space, action_space, n_steps: int, n_envs: int) -> FragmentSpec:
+        n = getattr(action_space, "n", None)
+        discrete = n is not None and getattr(action_space, "nvec", None) is None and np.ndim(n) == 0 \
+            and not action_space.shape
+        return cls(n_steps, n_envs, tuple(observation_space.shape or ()), tuple(action_space.shape or ()),
+                   int(n) if discrete else None, int(getattr(action_space, "start", 0)) if discrete else 0)
+
+    def check(self, f: Fragment) -> None:
+        """Raise `BadFragment` unless shapes, dtypes, finiteness and action ranges all fit."""
+        t, e = self.n_steps, self.n_envs
+        if (f.n_steps, f.n_envs) != (t, e):
+            raise BadFragment("wrong_size", f"{f.n_steps} steps x {f.n_envs} envs, expected {t} x {e}")
+        for name in ("obs", "next_obs"):
+            arr = getattr(f, name)
+            if arr.shape != (t, e, *self.obs_shape):
+                raise BadFragment("wrong_shape", f"'{name}' is {arr.shape}, expected {(t, e, *self.obs_shape)}")
+            _finite_numbers(arr, name)
+        acts = f.acts
+        if self.act_n is not None:
+            if acts.shape != (t, e) or acts.dtype.kind not in "iu":
+                raise BadFragment("wrong_shape", f"'acts' is {acts.shape} {acts.dtype}, expected {(t, e)} integers")
+            if ((acts < self.act_start) | (acts >= self.act_start + self.act_n)).any():
+                raise BadFragment("bad_action", f"an action outside [{self.act_start}, {self.act_start + self.act_n})")
+        else:
+            if acts.shape != (t, e, *self.act_shape):
+                raise BadFragment("wrong_shape", f"'acts' is {acts.shape}, expected {(t, e, *self.act_shape)}")
+            _finite_numbers(acts, "acts")
+        for name in ("terminated", "truncated"):
+            if getattr(f, name).dtype != np.bool_:
+                raise BadFragment("wrong_dtype", f"'{name}' is {getattr(f, name).dtype}, expected bool")
+        if f.first_starts.dtype != np.bool_:
+            raise BadFragment("wrong_dtype", f"'first_starts' is {f.first_starts.dtype}, expected bool")
+        for name in ("log_probs", "rews"):
+            _finite_numbers(getattr(f, name), name)
+        if self.act_n is not None and (f.log_probs > 1e-4).any():
+            raise BadFragment("bad_log_prob", "a discrete action's log-probability above 0")
+        _finite_numbers(f.episode_returns, "episode_returns")
+        if len(f.episode_returns) != int(f.dones.sum()) or (f.episode_lengths < 1).any():
+            raise BadFragment("bad_episode_stats", f"{len(f.episode_returns)} finished episodes for {int(f.dones.sum())} ends")
+
+
+def _finite_numbers(arr: np.ndarray, name: str) -> None:
+    if arr.dtype.kind not in "fiub":
+        raise BadFragment("wrong_dtype", f"'{name}' has dtype {arr.dtype}, expected numbers")
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        raise BadFragment("not_finite", f"'{name}' holds NaN or inf")

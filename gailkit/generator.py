@@ -7,6 +7,7 @@ a (stacked) fragment, computes GAE with SB3's own `compute_returns_and_advantage
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import gymnasium as gym
@@ -68,8 +69,14 @@ class Generator:
         obs_t, _ = self.policy.obs_to_tensor(obs)
         return self.policy.predict_values(obs_t).flatten()
 
-    def update(self, frag: Fragment, rewards: np.ndarray, progress_remaining: float) -> dict[str, float]:
-        """One PPO update on `frag` with `rewards` (T, E) (the discriminator's, not the env's)."""
+    def update(self, frag: Fragment, rewards: np.ndarray, progress_remaining: float,
+               terminal_value: float = 0.0, train_policy: bool = True) -> dict[str, float]:
+        """One PPO update on `frag` with `rewards` (T, E) (the discriminator's, not the env's).
+
+        A terminated step's target gets `gamma * terminal_value` (an absorbing state's value; 0
+        without absorbing states); a truncated one bootstraps from its final observation's value.
+        `train_policy=False` fits the value function only (the actor's parameters get no gradient).
+        """
         t, e = frag.n_steps, frag.n_envs
         buf = self.ppo.rollout_buffer
         if (buf.buffer_size, buf.n_envs) != (t, e):
@@ -82,6 +89,8 @@ class Generator:
         cut = frag.truncated & ~frag.terminated
         if cut.any():
             rewards[cut] += self.cfg.gamma * self.values(frag.next_obs[cut]).cpu().numpy()
+        if terminal_value:
+            rewards[frag.terminated] += self.cfg.gamma * terminal_value
         buf.reset()
         buf.observations[:] = frag.obs.reshape(buf.observations.shape)
         buf.actions[:] = frag.acts.reshape(buf.actions.shape)
@@ -93,10 +102,53 @@ class Generator:
         last_values = self.values(frag.next_obs[-1])
         buf.compute_returns_and_advantage(last_values=last_values, dones=frag.dones[-1].astype(np.float32))
         self.ppo._current_progress_remaining = progress_remaining
-        self.ppo.train()
+        actor_params = [] if train_policy else self._actor_parameters()
+        for p in actor_params:
+            p.requires_grad_(False)
+        try:
+            self.ppo.train()
+        finally:
+            for p in actor_params:
+                p.requires_grad_(True)
         stats = {k: float(v) for k, v in self.logger.name_to_value.items() if k.startswith("train/")}
         self.logger.name_to_value.clear()
         return stats
+
+    def _actor_parameters(self) -> list[th.nn.Parameter]:
+        pol = self.policy
+        params = [*pol.mlp_extractor.policy_net.parameters(), *pol.action_net.parameters()]
+        return params + ([pol.log_std] if isinstance(getattr(pol, "log_std", None), th.nn.Parameter) else [])
+
+    def behaviour_clone(self, obs: np.ndarray, acts: np.ndarray, epochs: int, batch_size: int, lr: float,
+                        rng: np.random.Generator, log_std: float | None = None) -> dict[str, float]:
+        """Fit the policy to (obs, acts): its Gaussian mean by squared error (actions clipped to the
+        bounds, as the env saw them) or its logits by cross-entropy; then set log std to `log_std`."""
+        pol = self.policy
+        space = pol.action_space
+        params = [p for p in self._actor_parameters() if p is not getattr(pol, "log_std", None)]
+        opt = th.optim.Adam(params, lr=lr)
+        obs_t = th.as_tensor(np.asarray(obs), device=self.device)
+        target = th.as_tensor(policy.env_action(space, np.asarray(acts)), device=self.device)
+        n, losses = len(obs_t), []
+        pol.set_training_mode(True)
+        for _ in range(epochs):
+            order = th.as_tensor(rng.permutation(n), device=self.device)
+            for i in range(0, n, batch_size):
+                idx = order[i:i + batch_size]
+                latent_pi = pol.mlp_extractor.forward_actor(pol.extract_features(obs_t[idx], pol.pi_features_extractor))
+                out = pol.action_net(latent_pi)
+                if isinstance(space, gym.spaces.Discrete):
+                    loss = th.nn.functional.cross_entropy(out, target[idx].long().reshape(-1) - int(space.start))
+                else:
+                    loss = ((out - target[idx].float().reshape(out.shape)) ** 2).sum(-1).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+        if log_std is not None and isinstance(getattr(pol, "log_std", None), th.nn.Parameter):
+            with th.no_grad():
+                pol.log_std.fill_(log_std)
+        return {"bc/loss_first": float(losses[0]) if losses else 0.0, "bc/loss_last": float(np.mean(losses[-10:])) if losses else 0.0}
 
     def state_dict(self) -> dict[str, Any]:
         return {"policy": self.policy.state_dict(), "optimizer": self.policy.optimizer.state_dict(),
@@ -104,5 +156,5 @@ class Generator:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.policy.load_state_dict(state["policy"])
-        self.policy.optimizer.load_state_dict(state["optimizer"])
+        self.policy.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))  # torch shares, not copies, its tensors
         self.ppo._n_updates = int(state["n_updates"])

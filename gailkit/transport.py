@@ -19,6 +19,7 @@ from urllib.parse import urlparse
 
 import zmq
 import zmq.auth
+import zmq.utils.z85
 from zmq.utils.monitor import recv_monitor_message
 
 from gailkit import fsutil
@@ -41,17 +42,27 @@ def generate_keys(path: str | Path) -> Path:
 
 
 def read_keys(path: str | Path) -> dict[str, bytes]:
+    """The four z85 keys of a key file; anything else is a ConfigError naming the file."""
     try:
         data = json.loads(Path(path).read_text())
-        return {k: data[k].encode() for k in ("server_public", "server_secret", "client_public", "client_secret")}
-    except (OSError, ValueError, KeyError, AttributeError) as e:
-        raise ConfigError(f"--key-file {path}: not a gailkit key file ({type(e).__name__}: {e}); make one with gailkit keys generate") from None
+        keys = {k: data[k].encode() for k in ("server_public", "server_secret", "client_public", "client_secret")}
+        for key in keys.values():
+            if len(key) != 40:
+                raise ValueError(f"a key of {len(key)} characters, CURVE keys have 40")
+            zmq.utils.z85.decode(key)
+        return keys
+    except (OSError, ValueError, KeyError, AttributeError, TypeError, UnicodeError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {e}"
+        raise ConfigError(f"--key-file {path}: not a gailkit key file ({why}); make one with gailkit keys generate") from None
 
 
 def is_loopback(endpoint: str) -> bool:
     if endpoint.startswith(("ipc://", "inproc://")):
         return True
-    host = urlparse(endpoint).hostname or ""
+    try:
+        host = urlparse(endpoint).hostname or ""
+    except ValueError:
+        return False
     if host == "localhost":
         return True
     try:
@@ -76,17 +87,28 @@ class LearnerEndpoint:
         self._monitor_thread: threading.Thread | None = None
 
     def start(self) -> str:
+        """Bind; a bad address, a busy port or a bad key file is a ConfigError, and nothing stays open."""
+        try:
+            return self._start()
+        except zmq.ZMQError as e:
+            self.close()
+            raise ConfigError(f"--listen {self.bind}: cannot listen there ({zmq.strerror(e.errno)})") from None
+        except ConfigError:
+            self.close()
+            raise
+
+    def _start(self) -> str:
+        keys = read_keys(self.key_file) if self.key_file else None
         self._ctx = zmq.Context()
-        sock = self._ctx.socket(zmq.ROUTER)
+        sock = self._sock = self._ctx.socket(zmq.ROUTER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
         sock.setsockopt(zmq.SNDHWM, HWM)
         sock.setsockopt(zmq.RCVHWM, HWM * 8)
         sock.setsockopt(zmq.MAXMSGSIZE, self.max_bytes + HEADER_SIZE + 64)
-        if self.key_file:
+        if keys is not None:
             from zmq.auth.thread import ThreadAuthenticator
 
-            keys = read_keys(self.key_file)
             self._auth = ThreadAuthenticator(self._ctx)
             self._auth.start()
             self._auth.configure_curve_callback(domain="*", credentials_provider=_OneKey(keys["client_public"]))
@@ -103,7 +125,6 @@ class LearnerEndpoint:
         else:
             sock.bind(self.bind)
             self.address = sock.getsockopt_string(zmq.LAST_ENDPOINT)
-        self._sock = sock
         return self.address
 
     def _watch(self, monitor: zmq.Socket) -> None:
@@ -160,6 +181,7 @@ class LearnerEndpoint:
         if self._sock is not None:
             if self._monitor_thread is not None:
                 self._sock.disable_monitor()
+                self._monitor_thread = None
             self._sock.close(linger=linger_ms)
             self._sock = None
         if self._auth is not None:
@@ -189,19 +211,30 @@ class ActorEndpoint:
         self.run_id: bytes | None = None
 
     def start(self) -> None:
+        """Connect (ZeroMQ connects lazily); a bad address or key file is a ConfigError."""
+        try:
+            self._start()
+        except zmq.ZMQError as e:
+            self.close()
+            raise ConfigError(f"--connect {self.connect}: {zmq.strerror(e.errno)}") from None
+        except ConfigError:
+            self.close()
+            raise
+
+    def _start(self) -> None:
+        keys = read_keys(self.key_file) if self.key_file else None
         self._ctx = zmq.Context()
-        sock = self._ctx.socket(zmq.DEALER)
+        sock = self._sock = self._ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.SNDHWM, HWM)
         sock.setsockopt(zmq.RCVHWM, HWM)
         sock.setsockopt(zmq.IMMEDIATE, 1)
-        if self.key_file:
-            keys = read_keys(self.key_file)
+        sock.setsockopt(zmq.MAXMSGSIZE, (256 << 20) + HEADER_SIZE + 64)  # what a learner may send us, at most
+        if keys is not None:
             sock.curve_serverkey = keys["server_public"]
             sock.curve_publickey = keys["client_public"]
             sock.curve_secretkey = keys["client_secret"]
         sock.connect(self.connect)
-        self._sock = sock
 
     def send(self, header: Header, body: bytes = b"", timeout_ms: int = 5000) -> bool:
         assert self._sock is not None

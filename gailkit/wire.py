@@ -1,9 +1,11 @@
 """Messages between learner and actors: a fixed binary header, then an Arrow IPC stream body.
 
 Header (big-endian, 35 bytes): magic `GKIT`, protocol version u16, kind u8, run id (16 bytes),
-actor id i32, policy version i64. Bodies: fragments and weights as Arrow IPC streams; hello and
-config as UTF-8 JSON. Nothing is unpickled: any message that does not parse exactly raises
-`ProtocolError`, which receivers count and drop.
+actor id i32, policy version i64. Bodies: fragments and weights as Arrow IPC streams (fully
+validated by Arrow before any value is read); hello, config and reject as UTF-8 JSON. Nothing is
+unpickled: any message that does not parse exactly raises `ProtocolError` and nothing else (the
+fuzz tests hold this), which receivers count and drop. Whether a well-formed fragment fits the run
+is `fragments.FragmentSpec`'s business.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import pyarrow as pa
 from gailkit import arrow_tensors
 from gailkit.fragments import Fragment, Weights
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: REJECT; fragments checked against the run's spaces
 MAGIC = b"GKIT"
 _HEADER = struct.Struct("!4sHB16siq")
 HEADER_SIZE = _HEADER.size
@@ -33,6 +35,7 @@ class Kind(enum.IntEnum):
     FRAGMENT = 4  # actor -> learner
     HEARTBEAT = 5  # actor -> learner: alive (while collecting, or idle)
     STOP = 6  # learner -> actor: exit
+    REJECT = 7  # actor -> learner: JSON {"reason"}; the WORK of that version was not done (bad weights)
 
 
 class ProtocolError(Exception):
@@ -83,8 +86,9 @@ def _ipc(batch: pa.RecordBatch) -> bytes:
 def _read_batch(body: bytes) -> pa.RecordBatch:
     try:
         table = pa.ipc.open_stream(pa.py_buffer(body)).read_all()
-    except (pa.ArrowException, OSError) as e:
-        raise ProtocolError("malformed", f"not an Arrow IPC stream ({e})") from None
+        table.validate(full=True)  # offsets and lengths checked before any value is touched
+    except Exception as e:  # noqa: BLE001 - Arrow raises several types for hostile bytes; all mean malformed
+        raise ProtocolError("malformed", f"not a valid Arrow IPC stream ({type(e).__name__}: {str(e)[:200]})") from None
     batches = table.to_batches()
     if len(batches) != 1:
         raise ProtocolError("malformed", f"{len(batches)} record batches, expected 1")
@@ -121,8 +125,8 @@ def decode_fragment(header: Header, body: bytes) -> Fragment:
             actor_id=header.actor_id, policy_version=header.policy_version,
             sample_seconds=float(meta.get("sample_seconds", 0.0)),
         )
-    except (KeyError, ValueError, TypeError, pa.ArrowException) as e:
-        raise ProtocolError("malformed", f"bad fragment ({type(e).__name__}: {e})") from None
+    except Exception as e:  # noqa: BLE001 - any failure to parse a peer's bytes is a malformed message
+        raise ProtocolError("malformed", f"bad fragment ({type(e).__name__}: {str(e)[:200]})") from None
 
 
 def encode_work(w: Weights, n_steps: int) -> bytes:
@@ -133,9 +137,12 @@ def encode_work(w: Weights, n_steps: int) -> bytes:
 def decode_work(header: Header, body: bytes) -> tuple[Weights, int]:
     weights, meta = _decode_weights(header, body)
     try:
-        return weights, int(meta["n_steps"])
-    except (KeyError, TypeError, ValueError):
+        n_steps = int(meta["n_steps"])
+    except (KeyError, TypeError, ValueError, OverflowError):
         raise ProtocolError("malformed", "WORK without n_steps") from None
+    if not 1 <= n_steps <= 1 << 24:
+        raise ProtocolError("malformed", f"WORK of {n_steps} steps")
+    return weights, n_steps
 
 
 def encode_weights(w: Weights, meta: dict[str, Any] | None = None) -> bytes:
@@ -170,8 +177,8 @@ def _decode_weights(header: Header, body: bytes) -> tuple[Weights, dict[str, Any
                 raise ValueError(f"dtype {dtype!r} of {name}")
             tensors[name] = np.frombuffer(data, dtype=np.dtype(dtype)).reshape(tuple(shape)).copy()
         return Weights(header.policy_version, tensors), meta
-    except (KeyError, ValueError, TypeError) as e:
-        raise ProtocolError("malformed", f"bad weights ({type(e).__name__}: {e})") from None
+    except Exception as e:  # noqa: BLE001 - any failure to parse a peer's bytes is a malformed message
+        raise ProtocolError("malformed", f"bad weights ({type(e).__name__}: {str(e)[:200]})") from None
 
 
 def encode_json(d: dict[str, Any]) -> bytes:
@@ -181,8 +188,8 @@ def encode_json(d: dict[str, Any]) -> bytes:
 def decode_json(body: bytes) -> dict[str, Any]:
     try:
         d = json.loads(body.decode())
-    except (UnicodeDecodeError, ValueError) as e:
-        raise ProtocolError("malformed", f"bad JSON ({e})") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise ProtocolError("malformed", f"bad JSON ({type(e).__name__})") from None
     if not isinstance(d, dict):
         raise ProtocolError("malformed", "JSON body is not an object")
     return d

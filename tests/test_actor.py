@@ -1,14 +1,15 @@
 import numpy as np
+import pytest
 
 from gailkit import policy
-from gailkit.actor import Actor
+from gailkit.actor import Actor, ActorSpec
 from gailkit.config import EnvConfig, PPOConfig
 
 CFG = PPOConfig(net_arch=[16])
 
 
 def _actor(seed=0, actor_id=0):
-    a = Actor(EnvConfig(id="CartPole-v1"), CFG, normalize_obs=True, actor_id=actor_id, n_envs=3, seed=seed)
+    a = Actor(ActorSpec(EnvConfig(id="CartPole-v1"), CFG, normalize_obs=True, n_envs=3, seed=seed, actor_id=actor_id))
     a.start()
     return a
 
@@ -35,6 +36,27 @@ def test_weights_apply_only_if_newer():
     assert a.version == 2
     assert not a.set_weights(policy.get_weights(other, version=1))
     assert a.version == 2
+
+
+@pytest.mark.parametrize("spoil, message", [
+    (lambda t: t.pop(next(iter(t))), "weights for another network"),
+    (lambda t: t.update({"extra": np.zeros(3, np.float32)}), "weights for another network"),
+    (lambda t: t.update({k: np.zeros((1, 1), np.float32) for k in list(t)[-1:]}), "expected"),
+    (lambda t: t.update({k: np.full(v.shape, np.nan, v.dtype) for k, v in list(t.items())[-1:]}), "NaN or inf"),
+    (lambda t: t.update({k: v.astype(np.float64) for k, v in list(t.items())[-1:]}), "expected"),
+])
+def test_bad_weights_are_refused_and_change_nothing(spoil, message):
+    import dataclasses
+
+    a = _actor()
+    before = policy.get_weights(a._policy, 0).tensors
+    other = policy.get_weights(policy.build(a.observation_space, a.action_space, CFG, normalize_obs=True), version=5)
+    spoil(other.tensors)
+    with pytest.raises(ValueError, match=message):
+        a.set_weights(dataclasses.replace(other))
+    assert a.version == -1
+    after = policy.get_weights(a._policy, 0).tensors
+    assert all(np.array_equal(before[k], after[k]) for k in before)
 
 
 def test_seeds_differ_by_actor_and_repeat_by_seed():
@@ -96,8 +118,8 @@ def test_fragments_never_hold_the_reset_step_and_keep_true_final_obs(monkeypatch
     from gailkit import envs
 
     cls = _Counter.make()
-    monkeypatch.setattr(envs, "make_factory", lambda cfg: cls)
-    a = Actor(EnvConfig(id="counter"), CFG, normalize_obs=False, actor_id=0, n_envs=1, seed=0)
+    monkeypatch.setattr(envs, "make_factory", lambda cfg, *a, **k: cls)
+    a = Actor(ActorSpec(EnvConfig(id="counter"), CFG, normalize_obs=False, n_envs=1, seed=0))
     a.start()
     f = a.sample(12)
     obs, nxt = f.obs[:, 0], f.next_obs[:, 0]
@@ -118,8 +140,8 @@ def test_truncation_bootstraps_from_the_true_final_observation(monkeypatch):
     from gailkit.generator import Generator
 
     cls = _Counter.make()
-    monkeypatch.setattr(envs, "make_factory", lambda cfg: cls)
-    a = Actor(EnvConfig(id="counter"), CFG, normalize_obs=False, actor_id=0, n_envs=1, seed=0)
+    monkeypatch.setattr(envs, "make_factory", lambda cfg, *a, **k: cls)
+    a = Actor(ActorSpec(EnvConfig(id="counter"), CFG, normalize_obs=False, n_envs=1, seed=0))
     a.start()
     f = a.sample(12)
     cfg = PPOConfig(n_steps=12, batch_size=12, n_epochs=1, net_arch=[8], gamma=0.5)

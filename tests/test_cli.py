@@ -4,6 +4,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from conftest import run_cli
 
 
@@ -56,3 +58,54 @@ def test_refused_pickle_via_cli(tmp_path):
     (tmp_path / "evil.pkl").write_bytes(b"cos\nsystem\n(S'true'\ntR.")
     r = run_cli("demos", "inspect", str(tmp_path / "evil.pkl"))
     assert r.returncode == 2 and "refused to unpickle 'os.system'" in r.stderr and "--unsafe-pickle" in r.stderr
+
+
+def _spoiled(tmp_path, cartpole_demos, name, **changes):
+    import dataclasses
+
+    from gailkit import demos
+
+    return demos.save(dataclasses.replace(cartpole_demos, **changes), tmp_path / name)
+
+
+def test_inspect_validates_like_train(tmp_path, cartpole_demos):
+    import numpy as np
+
+    d = cartpole_demos
+    nan_obs = d.obs.copy()
+    nan_obs[5, 1] = np.nan
+    cases = {
+        "nan.arrow": ({"obs": nan_obs}, "column 'obs' row 5 is not finite"),
+        "action7.parquet": ({"acts": np.full_like(d.acts, 7)}, "column 'acts' row 0 is 7, outside Discrete(2)"),
+        "wide.pkl": ({"obs": np.zeros((len(d), 6), np.float32), "next_obs": np.zeros((len(d), 6), np.float32)},
+                     "column 'obs' has shape (6,) per row"),
+    }
+    for name, (changes, message) in cases.items():
+        path = _spoiled(tmp_path, d, name, **changes)  # metadata still says CartPole-v1: Box(4,) -> Discrete(2)
+        r = run_cli("demos", "inspect", str(path))
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and message in r.stderr and name in r.stderr, (name, r.stderr)
+    good = tmp_path / "good"
+    good.mkdir()
+    _spoiled(good, d, "fine.arrow")
+    (good / "corrupt.arrow").write_bytes(b"ARROW1" + bytes(200))
+    r = run_cli("demos", "inspect", str(good))
+    assert r.returncode == 2 and "corrupt.arrow" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    r = run_cli("demos", "inspect", str(good / "fine.arrow"), "--env", "CartPole-v1")
+    assert r.returncode == 0 and "fine.arrow" in r.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (("demos", "record", "--expert", "./nowhere.py:fn", "--env", "CustomEnv", "--out", "x.arrow"), "no such file"),
+    (("demos", "record", "--expert", "tests/slow_env.py:time", "--env", "CustomEnv", "--out", "x.arrow"), "not callable"),
+    (("evaluate", "nowhere_run"), "no such run directory"),
+    (("export", "data/cartpole.arrow", "--out", "x.onnx"), "not a readable gailkit checkpoint"),
+    (("infer", "data/cartpole.arrow"), "not a loadable ONNX model"),
+    (("keys", "generate", "--out", "/proc/nope/k.json"), "No such file or directory"),
+    (("actor", "--connect", "nonsense://x"), "--connect nonsense://x"),
+    (("actor", "--connect", "tcp://127.0.0.1:1", "--key-file", "data/cartpole.arrow"), "not a gailkit key file"),
+])
+def test_user_and_os_errors_are_one_line_exit_2(tmp_path, args, message):
+    r = run_cli(*args, cwd=None)
+    assert r.returncode == 2 and r.stderr.startswith("gailkit: error: ") and r.stderr.count("\n") == 1, (args, r.stderr)
+    assert message in r.stderr, (args, r.stderr)
+    assert not (tmp_path / "x.arrow").exists()

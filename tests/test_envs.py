@@ -59,6 +59,8 @@ def test_unknown_env_lists_close_matches():
 
 @pytest.mark.parametrize("name, message", [
     ("nosuchmodule_xyz:Env", "cannot import module 'nosuchmodule_xyz'"),
+    ("os:system", "system is not a gymnasium.Env subclass"),
+    ("gymnasium:Space", "Space is not a gymnasium.Env subclass"),
     ("envs.custom_env:Nope", "has no attribute 'Nope'"),
     ("missing/file.py:Env", "no such file"),
     ("", "no env given"),
@@ -74,7 +76,9 @@ def test_bad_kwargs():
 
 
 def test_vec_env_seeds_each_env_differently():
-    venv = envs.make_vec_env("CustomEnv", n_envs=2, seed=0)
+    from gailkit import experts
+
+    venv = experts.make_vec_env("CustomEnv", n_envs=2, seed=0)
     obs = venv.reset()
     assert obs.shape == (2, 2) and not np.array_equal(obs[0], obs[1])
 
@@ -83,3 +87,26 @@ def test_scripted_expert_is_offered():
     assert "scripted" in envs.scripted_experts("CustomEnv")
     assert envs.scripted_experts("CartPole-v1") == {}
     assert isinstance(envs.make_env("CustomEnv"), gym.Env)
+
+
+@pytest.mark.parametrize("name", ["os:system", "envs.custom_env:CustomEnv", "tests/slow_env.py:SlowCartPole"])
+def test_code_named_by_a_file_is_not_loaded(tmp_path, name):
+    """An env name read from a checkpoint or config is resolved as a registry id only: nothing is imported."""
+    import sys
+
+    marker = tmp_path / "ran"
+    evil = tmp_path / "evil_env.py"
+    evil.write_text(f"open({str(marker)!r}, 'w').write('x')\n")
+    before = set(sys.modules)
+    for spec in (name, f"{evil}:Env"):
+        with pytest.raises(EnvError, match="which is code .* pass --env"):
+            envs.make_factory(EnvConfig(id=spec), allow_code=False, source="run/config.yaml")
+    assert not marker.exists() and not {m for m in set(sys.modules) - before if "gailkit_user" in m}
+    assert envs.make_factory(EnvConfig(id="CustomEnv"), allow_code=False)().observation_space.shape == (2,)
+
+
+def test_a_file_env_that_raises_on_import_is_one_line(tmp_path):
+    bad = tmp_path / "bad_env.py"
+    bad.write_text("raise RuntimeError('boom')\n")
+    with pytest.raises(EnvError, match="importing .*bad_env.py failed \\(RuntimeError: boom\\)"):
+        envs.make_factory(f"{bad}:Env")

@@ -53,7 +53,8 @@ def test_scripted_expert_matches_its_mapping(custom_demos):
 @pytest.mark.parametrize("spec, message", [
     ("missing.zip", "no such file"),
     ("telepathy", "not a .zip file, nor a scripted expert of CustomEnv \\(it has: scripted\\)"),
-    ("envs.custom_env:nothing", "cannot load"),
+    ("envs.custom_env:nothing", "has no attribute 'nothing'"),
+    ("envs.custom_env:CustomEnv.__doc__", "has no attribute"),
 ])
 def test_bad_expert_specs(spec, message):
     with pytest.raises(ExpertError, match=message):

@@ -10,14 +10,13 @@ import pytest
 from gailkit import evaluate, export, train
 from gailkit.inference import InferenceError, OnnxPolicy
 
-TINY = ["n_envs=2", "ppo.n_steps=64", "ppo.batch_size=64", "ppo.n_epochs=2", "ppo.net_arch=[16]",
-        "disc.net_arch=[16]", "disc.demo_batch_size=64", "eval_episodes=1", "total_steps=256", "eval_every=2"]
+SMALL = ["ppo.n_steps=64", "ppo.batch_size=64", "total_steps=256", "eval_every=2"]
 
 
 @pytest.fixture(scope="module", params=["CartPole-v1", "Pendulum-v1"])
 def run(request, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("run") / request.param
-    cfg = train.train_config(request.param, "data/", None, TINY)
+    cfg = train.train_config(request.param, "data/", None, SMALL, preset="tiny")
     train.train(cfg, run_dir, quiet=True, log=lambda m: None)
     return run_dir
 
@@ -43,9 +42,9 @@ def test_export_parity_and_metadata(run, exported):
 
 
 def test_onnx_matches_torch_policy_on_batches(run, exported):
-    from gailkit import checkpoint, policy
+    from gailkit import checkpoint, policy, rundir
 
-    pol, _ = checkpoint.load_policy(checkpoint.resolve(run))
+    pol, _ = checkpoint.load_policy(rundir.resolve(run))
     pi = OnnxPolicy(exported[0])
     obs = np.random.default_rng(1).uniform(-1, 1, (64, *pi.obs_shape)).astype(np.float32)
     torch_acts = policy.env_action(pol.action_space, policy.act(pol, obs, deterministic=True)[0])
@@ -94,10 +93,11 @@ def test_infer_without_torch_matches_evaluate(run, exported):
 
 def test_evaluate_report_schema_and_plots(run, exported):
     r = evaluate.evaluate(run, episodes=2, seed=0, onnx_path=exported[0])
-    assert set(r) == {"schema", "env_id", "source", "episodes", "seed", "policy", "expert", "random",
+    assert set(r) == {"schema", "env_id", "source", "checkpoint", "episodes", "seed", "policy", "expert", "random",
                       "normalized", "action_error", "onnx", "plots"}
-    assert r["schema"] == 1 and set(r["policy"]) == {"return_mean", "return_std", "length_mean", "length_std", "returns"}
+    assert r["schema"] == 2 and set(r["policy"]) == {"return_mean", "return_std", "length_mean", "length_std", "returns"}
     assert r["expert"]["return_mean"] is not None and r["normalized"] is not None
+    assert r["checkpoint"].endswith("best/checkpoint.pt")
     assert len(r["plots"]) == 3
     for path in r["plots"]:
         data = open(path, "rb").read()
@@ -117,7 +117,83 @@ def test_sb3_zip_loads_in_plain_sb3(run, exported):
 
 
 def test_custom_env_action_error_reported(tmp_path):
-    cfg = train.train_config("CustomEnv", "data/customenv.arrow", None, TINY)
+    cfg = train.train_config("CustomEnv", "data/customenv.arrow", None, SMALL, preset="tiny")
     train.train(cfg, tmp_path / "run", quiet=True, log=lambda m: None)
     r = evaluate.evaluate(tmp_path / "run", episodes=2, plots=False)
     assert r["action_error"] is not None and 0 <= r["action_error"] < 2
+
+
+def test_evaluate_uses_the_runs_references_from_any_folder(run, tmp_path, monkeypatch):
+    """The same checkpoint gets the same normalized score wherever evaluate runs (the run stores its
+    references), and train's own last evaluation agrees with evaluate on the same episodes."""
+    from gailkit import checkpoint, rundir
+
+    state = checkpoint.load(rundir.resolve(run, "final"))
+    monkeypatch.chdir(tmp_path)  # the run's demos path ("data/") means nothing here
+    r = evaluate.evaluate(run, episodes=3, seed=state.references.random_seed, plots=False, which="final")
+    assert r["expert"]["return_mean"] == state.references.expert_return
+    assert r["random"] == {"return_mean": state.references.random_return, "episodes": state.references.random_episodes,
+                           "seed": state.references.random_seed}
+    assert r["normalized"] == state.references.normalized(r["policy"]["return_mean"])
+
+
+def test_export_refuses_to_write_where_it_cannot_in_one_line(run, tmp_path):
+    """An OS error (here: the folder is a file) is one line and exit 2, and nothing is left behind."""
+    from conftest import run_cli
+
+    blocker = tmp_path / "not_a_folder"
+    blocker.write_text("a file")
+    r = run_cli("export", str(run), "--out", str(blocker / "p.onnx"))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith(f"gailkit: error: {blocker}") and ("File exists" in r.stderr or "Not a directory" in r.stderr)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["not_a_folder"]
+
+
+@pytest.mark.parametrize("env_id", ["os:system", "tests/slow_env.py:SlowCartPole"])
+def test_env_code_named_by_a_checkpoint_or_run_config_never_runs(run, tmp_path, env_id):
+    """A checkpoint, a run's config.yaml or an ONNX file naming code as its env: nothing is imported or
+    called unless the user types the same --env; the refusal is one line."""
+    import shutil
+
+    import yaml
+
+    from conftest import run_cli
+    from gailkit import checkpoint, rundir
+
+    marker = tmp_path / "pwned"
+    evil = tmp_path / "evil_run"
+    shutil.copytree(run, evil)
+    for path in [*evil.rglob("*.pt")]:
+        state = checkpoint.load(path)
+        state.config["env"] = {"id": env_id, "kwargs": {"command": f"touch {marker}"}}
+        checkpoint.save(path, state)
+    cfg = yaml.safe_load((evil / "config.yaml").read_text())
+    cfg["env"] = {"id": env_id, "kwargs": {"command": f"touch {marker}"}}
+    (evil / "config.yaml").write_text(yaml.safe_dump(cfg))
+    for args in (("evaluate", str(evil), "--no-plots", "--episodes", "1"),
+                 ("evaluate", str(rundir.resolve(evil)), "--no-plots", "--episodes", "1"),
+                 ("train", "--resume", str(evil), "--quiet"),
+                 ("export", str(evil), "--out", str(tmp_path / "e.onnx"), "--sb3", str(tmp_path / "e.zip"))):
+        r = run_cli(*args)
+        if args[0] == "export":  # export needs no env for ONNX, but its SB3 zip does
+            assert r.returncode == 2 and "which is code" in r.stderr, r.stderr
+            continue
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and "which is code" in r.stderr, (args, r.stderr)
+        assert f"pass --env {env_id}" in r.stderr
+    assert not marker.exists()
+
+
+def test_onnx_metadata_naming_code_is_not_loaded(exported, tmp_path):
+    import onnx
+
+    from conftest import run_cli
+
+    marker = tmp_path / "pwned"
+    model = onnx.load(str(exported[0]))
+    for prop in model.metadata_props:
+        if prop.key == "env_id":
+            prop.value = "os:system"
+    onnx.save(model, str(tmp_path / "evil.onnx"))
+    r = run_cli("infer", str(tmp_path / "evil.onnx"), "--episodes", "1")
+    assert r.returncode == 2 and "which is code" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert not marker.exists()

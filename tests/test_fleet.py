@@ -14,7 +14,8 @@ import pytest
 import zmq
 
 from gailkit import policy, train, transport, wire
-from gailkit.config import EnvConfig, PPOConfig
+from gailkit.actor import ActorSpec
+from gailkit.config import EnvConfig, FleetConfig, PPOConfig
 from gailkit.fleet import FleetError
 from gailkit.fleet.zmq_fleet import ZmqFleet
 from gailkit.wire import Header, Kind
@@ -29,11 +30,14 @@ def _weights(version=0):
     return policy.get_weights(pol, version)
 
 
-def _fleet(**kw):
-    args = dict(env_cfg=SLOW, ppo_cfg=PPO, normalize_obs=True, n_slots=2, envs_per_actor=2, seed=0, local_actors=2,
-                heartbeat_timeout=20.0, no_actor_timeout=60.0)
-    args.update(kw)
-    return ZmqFleet(**args)
+SPACES = (gym.spaces.Box(-np.inf, np.inf, (4,), np.float32), gym.spaces.Discrete(2))
+
+
+def _fleet(n_slots=2, **kw):
+    fl = dict(actors=n_slots, envs_per_actor=2, local_actors=2, heartbeat_timeout=20.0, no_actor_timeout=60.0)
+    fl.update(kw)
+    spec = ActorSpec(SLOW, PPO, normalize_obs=True, n_envs=2, seed=0)
+    return ZmqFleet(spec, FleetConfig(**fl), SPACES)
 
 
 def _in_thread(fn):
@@ -64,8 +68,7 @@ def _children(pid):
 
 def test_two_actor_processes_train_cartpole(tmp_path):
     cfg = train.train_config("CartPole-v1", "data/", None, [
-        "actors=2", "envs_per_actor=2", "ppo.n_steps=32", "ppo.batch_size=64", "ppo.n_epochs=2", "ppo.net_arch=[16]",
-        "disc.net_arch=[16]", "disc.demo_batch_size=64", "total_steps=512", "eval_episodes=1", "eval_every=4"])
+        "fleet.actors=2", "fleet.envs_per_actor=2", "ppo.batch_size=64", "total_steps=512", "eval_every=4"], preset="tiny")
     s = train.train(cfg, tmp_path / "run", quiet=True, log=lambda m: None)
     assert s["rounds"] == 4 and s["env_steps"] == 512
     import csv
@@ -79,8 +82,8 @@ def test_policy_lag_one_overlaps_collection_and_learning(tmp_path):
     import csv
 
     cfg = train.train_config("CartPole-v1", "data/", None, [
-        "actors=2", "envs_per_actor=2", "max_policy_lag=1", "ppo.n_steps=32", "ppo.batch_size=64", "ppo.n_epochs=2",
-        "ppo.net_arch=[16]", "disc.net_arch=[16]", "disc.demo_batch_size=64", "total_steps=640", "eval_episodes=1"])
+        "fleet.actors=2", "fleet.envs_per_actor=2", "fleet.max_policy_lag=1", "ppo.batch_size=64", "total_steps=640"],
+        preset="tiny")
     s = train.train(cfg, tmp_path / "run", quiet=True, log=lambda m: None)
     assert s["rounds"] == 5
     lags = [float(r["actors/policy_lag"]) for r in csv.DictReader(open(tmp_path / "run" / "metrics.csv"))]
@@ -124,13 +127,14 @@ def test_garbage_wrong_version_and_wrong_run_are_dropped():
         rogue.send_multipart([Header(Kind.FRAGMENT, fleet.run_id, 0, 0, protocol=99).pack(), b""])
         rogue.send_multipart([Header(Kind.FRAGMENT, os.urandom(16), 0, 0).pack(), b""])
         rogue.send_multipart([good.pack(), b"not arrow"])  # from a peer that never said hello
+        rogue.send_multipart([Header(Kind.FRAGMENT, fleet.run_id, 0, 0).pack(), b"\xff" * 100000])
         t.join(120)
         rogue.close()
         ctx.term()
         assert "error" not in out, out.get("error")
         assert len(out["value"]) == 2
         d = fleet.dropped
-        assert d["malformed"] >= 2 and d["wrong_version"] == 1 and d["wrong_run"] == 1 and d["unknown_peer"] == 1, d
+        assert d["malformed"] >= 2 and d["wrong_version"] == 1 and d["wrong_run"] == 1 and d["unknown_peer"] == 2, d
     finally:
         fleet.stop()
 
@@ -158,6 +162,7 @@ def test_remote_actor_with_curve_keys_and_unauthenticated_peer_refused(tmp_path)
     keys = transport.generate_keys(tmp_path / "k.json")
     assert oct(keys.stat().st_mode & 0o777) == "0o600"
     fleet = _fleet(local_actors=0, n_slots=1, key_file=str(keys), listen="tcp://127.0.0.1:0")
+    assert fleet.endpoint.address == ""  # nothing binds before start()
     fleet.start()
     # a peer without the keys: its handshake fails and it is counted
     ctx = zmq.Context()
@@ -170,7 +175,7 @@ def test_remote_actor_with_curve_keys_and_unauthenticated_peer_refused(tmp_path)
     intruder.send_multipart([Header(Kind.HELLO, bytes(16), -1, 0).pack(), b"{}"], flags=zmq.NOBLOCK)
     # a remote actor (its own process, as on another machine) with the key file
     actor = subprocess.Popen([sys.executable, "-m", "gailkit.cli", "actor", "--connect", fleet.address,
-                              "--key-file", str(keys)], cwd=ROOT)
+                              "--key-file", str(keys), "--env", SLOW.id], cwd=ROOT)
     try:
         frags = fleet.collect(_weights(0), n_steps=10)
         assert len(frags) == 1 and frags[0].obs.shape == (10, 2, 4)
@@ -222,7 +227,8 @@ def test_remote_actor_carries_on_after_the_learner_drops_and_returns():
         port = s.getsockname()[1]
     first = _fleet(local_actors=0, n_slots=1, listen=f"tcp://127.0.0.1:{port}")
     first.start()
-    actor = subprocess.Popen([sys.executable, "-m", "gailkit.cli", "actor", "--connect", f"tcp://127.0.0.1:{port}"], cwd=ROOT)
+    actor = subprocess.Popen([sys.executable, "-m", "gailkit.cli", "actor", "--connect", f"tcp://127.0.0.1:{port}",
+                              "--env", SLOW.id], cwd=ROOT)
     try:
         assert len(first.collect(_weights(0), n_steps=10)) == 1
         first.endpoint.close()  # the learner's socket vanishes without a word (crash, network cut)
@@ -238,3 +244,112 @@ def test_remote_actor_carries_on_after_the_learner_drops_and_returns():
     finally:
         if actor.poll() is None:
             actor.kill()
+
+
+class _ProtocolPeer:
+    """A peer that speaks the protocol correctly (HELLO, then a FRAGMENT for each WORK) but answers
+    each WORK with `reply(header, good_fragment) -> (kind, body)`: a hostile or broken actor."""
+
+    def __init__(self, address, reply):
+        from gailkit.actor import Actor
+
+        self.reply, self.stop, self.works = reply, threading.Event(), 0
+        self.actor = Actor(ActorSpec(EnvConfig(id="CartPole-v1"), PPO, True, n_envs=2, seed=9))
+        self.actor.start()
+        self.ctx = zmq.Context()
+        self.sock = self.ctx.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.connect(address)
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        run_id, my_id = bytes(16), -1
+        self.sock.send_multipart([Header(Kind.HELLO, run_id, -1, 0).pack(), b'{"actor_id": 77}'])
+        while not self.stop.is_set():
+            if not self.sock.poll(100):
+                continue
+            head, body = self.sock.recv_multipart()
+            h = wire.parse_header(head, None)
+            if h.kind == Kind.CONFIG:
+                run_id, my_id = h.run_id, h.actor_id
+            elif h.kind == Kind.WORK:
+                self.works += 1
+                weights, n_steps = wire.decode_work(h, body)
+                self.actor.set_weights(weights)
+                kind, out = self.reply(h, self.actor.sample(n_steps))
+                self.sock.send_multipart([Header(kind, run_id, my_id, h.policy_version).pack(), out])
+            elif h.kind == Kind.STOP:
+                return
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(5)
+        self.sock.close()
+        self.ctx.term()
+        self.actor.stop()
+
+
+def _bad(**changes):
+    import dataclasses
+
+    def reply(header, frag):
+        fields = {k: v(frag) if callable(v) else v for k, v in changes.items()}
+        return Kind.FRAGMENT, wire.encode_fragment(dataclasses.replace(frag, **fields))
+
+    return reply
+
+
+BAD_FRAGMENTS = {
+    "wider observations": _bad(obs=lambda f: np.zeros((*f.obs.shape[:2], 7), np.float32),
+                               next_obs=lambda f: np.zeros((*f.obs.shape[:2], 7), np.float32)),
+    "NaN observations": _bad(obs=lambda f: np.full_like(f.obs, np.nan)),
+    "action 7 for Discrete(2)": _bad(acts=lambda f: np.full_like(f.acts, 7)),
+    "float actions for Discrete(2)": _bad(acts=lambda f: f.acts.astype(np.float32)),
+    "infinite log-probs": _bad(log_probs=lambda f: np.full_like(f.log_probs, -np.inf)),
+    "more envs than asked": _bad(**{k: (lambda f, k=k: np.concatenate([getattr(f, k)] * 2, axis=1))
+                                   for k in ("obs", "acts", "next_obs", "terminated", "truncated", "log_probs", "rews")},
+                                 first_starts=lambda f: np.concatenate([f.first_starts] * 2)),
+    "episode stats that do not add up": _bad(episode_returns=lambda f: np.zeros(len(f.episode_returns) + 3),
+                                             episode_lengths=lambda f: np.ones(len(f.episode_lengths) + 3, np.int64)),
+    "REJECT of every WORK": lambda h, f: (Kind.REJECT, b'{"reason": "no"}'),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_FRAGMENTS))
+def test_a_peer_sending_bad_fragments_never_stops_the_round_and_is_cut_off(case):
+    """The round completes with real actors' fragments; the bad peer's are dropped by reason and
+    its slot handed out again; after max_bad_fragments it is cut off (and told to STOP)."""
+    fleet = _fleet(local_actors=1, n_slots=2, max_bad_fragments=3)
+    fleet.start()
+    peer = _ProtocolPeer(fleet.address, BAD_FRAGMENTS[case])
+    try:
+        for version in range(6):
+            frags = fleet.collect(_weights(version), n_steps=20)
+            assert len(frags) == 2 and all(f.obs.shape == (20, 2, 4) and np.isfinite(f.obs).all() for f in frags)
+            assert all(set(np.unique(f.acts)) <= {0, 1} for f in frags)
+        reasons = {k: v for k, v in fleet.dropped.items() if v}
+        assert fleet.dropped["cut_off"] == 1, (case, reasons, peer.works)
+        bad = sum(v for k, v in reasons.items() if k.startswith("invalid_") or k in ("rejected_work", "malformed"))
+        assert bad == 3, reasons
+        assert peer.works == 3 and peer.thread.join(5) is None and not peer.thread.is_alive()  # STOP ended it
+    finally:
+        peer.close()
+        fleet.stop()
+
+
+def test_a_remote_actor_loads_no_code_env_it_was_not_told_to():
+    """A learner (or whoever holds the keys) that names `file.py:Class` gets no code run on the actor's machine."""
+    fleet = _fleet(local_actors=0, n_slots=1, no_actor_timeout=3.0)
+    fleet.start()
+    actor = subprocess.Popen([sys.executable, "-m", "gailkit.cli", "actor", "--connect", fleet.address], cwd=ROOT,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        with pytest.raises(FleetError):
+            fleet.collect(_weights(0), n_steps=10)
+        _, err = actor.communicate(timeout=30)
+        assert actor.returncode == 2 and "which is code" in err and f"pass --env {SLOW.id}" in err
+    finally:
+        if actor.poll() is None:
+            actor.kill()
+        fleet.stop()

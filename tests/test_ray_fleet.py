@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from gailkit import policy, train
-from gailkit.config import EnvConfig, PPOConfig
+from gailkit.actor import ActorSpec
+from gailkit.config import EnvConfig, FleetConfig, PPOConfig
 
 ray = pytest.importorskip("ray")  # the optional extra gailkit[ray]; CI installs it
 
@@ -24,8 +25,7 @@ def local_ray():
 
 def test_ray_fleet_trains_a_few_rounds(tmp_path, local_ray):
     cfg = train.train_config("CartPole-v1", "data/", None, [
-        "fleet=ray", "actors=2", "envs_per_actor=2", "ppo.n_steps=32", "ppo.batch_size=64", "ppo.n_epochs=2",
-        "ppo.net_arch=[16]", "disc.net_arch=[16]", "disc.demo_batch_size=64", "total_steps=384", "eval_episodes=1"])
+        "fleet.kind=ray", "fleet.actors=2", "fleet.envs_per_actor=2", "ppo.batch_size=64", "total_steps=384"], preset="tiny")
     s = train.train(cfg, tmp_path / "run", quiet=True, log=lambda m: None)
     assert s["rounds"] == 3 and s["env_steps"] == 384
     rows = list(csv.DictReader(open(tmp_path / "run" / "metrics.csv")))
@@ -36,9 +36,10 @@ def test_dead_ray_actor_is_restarted(local_ray):
     from gailkit.fleet.ray_fleet import RayFleet
 
     ppo = PPOConfig(net_arch=[16])
-    fleet = RayFleet(EnvConfig(id="CartPole-v1"), ppo, True, n_slots=2, envs_per_actor=2, seed=0)
+    spaces = (gym.spaces.Box(-np.inf, np.inf, (4,), np.float32), gym.spaces.Discrete(2))
+    fleet = RayFleet(ActorSpec(EnvConfig(id="CartPole-v1"), ppo, True, n_envs=2, seed=0), FleetConfig(actors=2), spaces)
     fleet.start()
-    pol = policy.build(gym.spaces.Box(-np.inf, np.inf, (4,), np.float32), gym.spaces.Discrete(2), ppo, True)
+    pol = policy.build(*spaces, ppo, True)
     try:
         assert len(fleet.collect(policy.get_weights(pol, 0), 16)) == 2
         ray.kill(fleet.actors[0], no_restart=False)  # as if its worker process died

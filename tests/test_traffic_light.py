@@ -107,7 +107,7 @@ def test_gail_rounds_with_two_actor_processes(tmp_path):
     d = experts.record(policy, EnvConfig(id=env_id, kwargs=SHORT), episodes=3, seed=0, source="actuated")
     demos.save(d, tmp_path / "demos" / "actuated.arrow")
     cfg = train.train_config("TrafficLight-v0", str(tmp_path / "demos"), None, [
-        "env.kwargs.episode_seconds=60", "actors=2", "envs_per_actor=1", "ppo.n_steps=24", "ppo.batch_size=48",
+        "env.kwargs.episode_seconds=60", "fleet.actors=2", "fleet.envs_per_actor=1", "ppo.n_steps=24", "ppo.batch_size=48",
         "ppo.n_epochs=2", "ppo.net_arch=[16]", "disc.net_arch=[16]", "disc.demo_batch_size=32", "total_steps=144",
         "eval_episodes=1"])
     s = train.train(cfg, tmp_path / "run", quiet=True, log=lambda m: None)

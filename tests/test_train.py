@@ -1,20 +1,22 @@
-"""The GAIL trainer end to end at tiny sizes: runs, resume equality, settings errors, the CLI."""
+"""The GAIL trainer end to end at tiny sizes: runs, resume equality, signals, settings errors, the CLI."""
 
 import csv
 import shutil
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 import torch as th
 
-from gailkit import checkpoint, cli, config, train
+from gailkit import checkpoint, cli, config, metrics, rundir, train
 from gailkit.config import TrainConfig
-
-TINY = ["n_envs=2", "ppo.n_steps=32", "ppo.batch_size=32", "ppo.n_epochs=2", "ppo.net_arch=[16]",
-        "disc.net_arch=[16]", "disc.demo_batch_size=32", "disc.n_disc_updates_per_round=2", "eval_episodes=1"]
+from conftest import ROOT, run_cli
 
 
 def tiny_config(demos_path, env_id="CartPole-v1", extra=()):
-    return train.train_config(env_id, str(demos_path), None, [*TINY, *extra])
+    return train.train_config(env_id, str(demos_path), None, list(extra), preset="tiny")
 
 
 @pytest.fixture(scope="module")
@@ -36,30 +38,58 @@ def test_run_directory_contents(tmp_path, cartpole_file):
     assert [int(r["round"]) for r in rows] == [1, 2, 3]
     assert rows[1]["eval/return_mean"] and not rows[0]["eval/return_mean"]
     assert all(0 <= float(r["disc/acc_expert"]) <= 1 for r in rows)
+    for key in ("train/loss", "train/learning_rate", "train/clip_range", "train/n_updates", "time/collect_fps",
+                "disc/reward_std", "disc/logit_expert"):  # every stat the round produces reaches the file
+        assert rows[-1][key], key
     saved = config.build(TrainConfig, [("saved", config.read_yaml(run / "config.yaml"))])
     assert saved == cfg
+    state = checkpoint.load(run / "final" / "checkpoint.pt")
+    assert state.reward_fn == "airl" and state.references.random_episodes >= 20  # random CartPole demos terminate
+    assert state.best.metric == "return" and state.best.round == 2
+
+
+def test_total_steps_round_up_to_whole_rounds_and_say_so(tmp_path, cartpole_file):
+    cfg = tiny_config(cartpole_file, extra=["total_steps=100"])  # rounds of 2 envs x 32 steps = 64
+    lines = []
+    s = train.train(cfg, tmp_path / "run", quiet=True, log=lines.append)
+    assert s["env_steps"] == 128
+    assert "2 rounds of 64 env steps = 128 (total_steps 100 rounded up to whole rounds)" in lines[0]
 
 
 def test_resume_after_round_k_equals_uninterrupted(tmp_path, cartpole_file):
-    cfg = tiny_config(cartpole_file, extra=["total_steps=256", "eval_every=1", "checkpoint_every=2"])
+    cfg = tiny_config(cartpole_file, extra=["total_steps=256", "eval_every=1", "checkpoint_every=2",
+                                            "disc.replay_rounds=2", "disc.absorbing=true"])
     full = tmp_path / "full"
     train.train(cfg, full, quiet=True, log=lambda m: None)
     resumed = tmp_path / "resumed"
     shutil.copytree(full, resumed)
-    for later in ("round_000004.pt",):
-        (resumed / "checkpoints" / later).unlink()
+    (resumed / "checkpoints" / "round_000004.pt").unlink()
     shutil.rmtree(resumed / "final")
     s = train.train(cfg, resumed, resume=True, quiet=True, log=lambda m: None)
     assert s["rounds"] == 4
-    a = checkpoint.load(full / "final" / "checkpoint.pt")
-    b = checkpoint.load(resumed / "final" / "checkpoint.pt")
-    for part in ("generator", "discriminator"):
-        for key in ("policy", "net"):
-            if key in a[part]:
-                for name, tensor in a[part][key].items():
-                    assert th.equal(tensor, b[part][key][name]), (part, name)
+    a = checkpoint.load(full / "final" / "checkpoint.pt").learner
+    b = checkpoint.load(resumed / "final" / "checkpoint.pt").learner
+    for part, key in (("generator", "policy"), ("discriminator", "net")):
+        for name, tensor in a[part][key].items():
+            assert th.equal(tensor, b[part][key][name]), (part, name)
     rows = list(csv.DictReader(open(resumed / "metrics.csv")))
     assert [int(r["round"]) for r in rows] == [1, 2, 3, 4]
+
+
+def test_resume_falls_back_to_the_newest_readable_checkpoint(tmp_path, cartpole_file):
+    cfg = tiny_config(cartpole_file, extra=["total_steps=256", "checkpoint_every=1"])
+    run = tmp_path / "run"
+    train.train(cfg, run, quiet=True, log=lambda m: None)
+    newest = run / "checkpoints" / "round_000004.pt"
+    newest.write_bytes(newest.read_bytes()[:1000])  # cut short, as by a full disk
+    shutil.rmtree(run / "final")
+    lines = []
+    s = train.train(tiny_config(cartpole_file, extra=["total_steps=320", "checkpoint_every=1"]), run, resume=True,
+                    quiet=True, log=lines.append)
+    assert s["rounds"] == 5
+    warning = next(line for line in lines if "skipped" in line)
+    assert "round_000004.pt" in warning and "weights_only=False" not in " ".join(lines)
+    assert "resuming at round 3" in next(line for line in lines if line.startswith("gailkit train"))
 
 
 def test_custom_env_learns_the_scripted_mapping(tmp_path):
@@ -67,31 +97,73 @@ def test_custom_env_learns_the_scripted_mapping(tmp_path):
                              ["total_steps=2048", "n_envs=4", "ppo.n_steps=64", "ppo.batch_size=64", "eval_episodes=5"])
     s = train.train(cfg, tmp_path / "run", quiet=True, log=lambda m: None)
     assert s["action_error"] < 2 / 3  # a uniform random policy's error
+    assert checkpoint.load(tmp_path / "run" / "best" / "checkpoint.pt").best.metric == "action_error"
 
 
 @pytest.mark.parametrize("args, message", [
     (["--env", "CartPol-v1"], "unknown env 'CartPol-v1'"),
     (["--env", "Pendulum-v1", "--demos", "data/cartpole.arrow"], "no demos for Pendulum-v1; it holds: cartpole.arrow"),
-    (["--env", "CustomEnv", "--demos", "data/customenv.arrow", "--set", "ppo.batch_size=999999"], "'ppo.batch_size' 999999 exceeds"),
-    (["--env", "CustomEnv", "--demos", "data/customenv.arrow", "--set", "ppo.use_sde=true"], "gSDE is not supported"),
-    (["--env", "CustomEnv", "--demos", "data/customenv.arrow", "--set", "disc.demo_batch_size=0"], "'disc.demo_batch_size' must be >= 1"),
-    (["--env", "CustomEnv", "--demos", "data/customenv.arrow", "--device", "cuda:7"], "no CUDA device"),
+    (["--env", "CustomEnv", "--set", "ppo.batch_size=999999"], "'ppo.batch_size' 999999 exceeds"),
+    (["--env", "CustomEnv", "--set", "ppo.use_sde=true"], "gSDE is not supported"),
+    (["--env", "CustomEnv", "--set", "disc.demo_batch_size=0"], "'disc.demo_batch_size' must be >= 1, got 0"),
+    (["--env", "CustomEnv", "--total-steps", "0"], "'total_steps' must be >= 1, got 0"),
+    (["--env", "CustomEnv", "--set", "total_steps=1e400"], "'total_steps': expected a finite number"),
+    (["--env", "CustomEnv", "--set", "total_steps=.inf"], "'total_steps': expected a finite number"),
+    (["--env", "CustomEnv", "--set", "ppo.learning_rate=.nan"], "'ppo.learning_rate': expected a finite number"),
+    (["--env", "CustomEnv", "--set", "ppo.learning_rate=-1"], "'ppo.learning_rate' must be > 0, got -1.0"),
+    (["--env", "CustomEnv", "--set", "n_envs=100000"], "beyond what gailkit holds in memory"),
+    (["--env", "CustomEnv", "--device", "cuda:7"], "no CUDA device"),
     (["--env", "CustomEnv", "--demos", "nowhere/"], "nowhere: no such file or folder"),
-    (["--resume", "nowhere"], "no config.yaml there"),
-    (["--env", "CustomEnv", "--demos", "data/customenv.arrow", "--set", "max_policy_lag=1"], "needs actor processes"),
-    (["--env", "CustomEnv", "--demos", "data/customenv.arrow", "--fleet", "ray"], "'fleet: ray' needs 'actors' >= 1"),
-    (["--env", "CustomEnv", "--demos", "data/customenv.arrow", "--listen", "tcp://127.0.0.1:0"], "'listen' needs 'actors' >= 1"),
-    (["--env", "CustomEnv", "--demos", "data/customenv.arrow", "--actors", "1", "--listen", "tcp://0.0.0.0:0"],
-     "listening beyond loopback needs --key-file"),
+    (["--env", "CustomEnv", "--set", "fleet.max_policy_lag=1"], "needs actor processes"),
+    (["--env", "CustomEnv", "--fleet", "ray"], "'fleet.kind: ray' needs 'fleet.actors' >= 1"),
+    (["--env", "CustomEnv", "--listen", "tcp://127.0.0.1:0"], "'fleet.listen' needs 'fleet.actors' >= 1"),
+    (["--env", "CustomEnv", "--actors", "1", "--listen", "tcp://0.0.0.0:0"], "listening beyond loopback needs --key-file"),
+    (["--env", "CustomEnv", "--actors", "1", "--listen", "udp://127.0.0.1:5"], "--listen udp://127.0.0.1:5: cannot listen there"),
+    (["--env", "CustomEnv", "--actors", "1", "--listen", "tcp://127.0.0.1:0", "--key-file", "data/cartpole.arrow"],
+     "--key-file data/cartpole.arrow: not a gailkit key file"),
+    (["--env", "CustomEnv", "--preset", "huge"], "--preset 'huge': unknown preset"),
     ([], "--env is required"),
 ])
 def test_bad_settings_fail_before_training(tmp_path, capsys, args, message):
     if "cuda" in " ".join(args) and th.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    code = cli.main(["train", *args, "--run-dir", str(tmp_path / "run")])
+    demos_flag = [] if "--demos" in args or not args else ["--demos", "data/customenv.arrow"]
+    code = cli.main(["train", *args, *demos_flag, "--run-dir", str(tmp_path / "run")])
     err = capsys.readouterr().err
     assert code == 2 and message in err and err.count("\n") == 1, err
+    assert not (tmp_path / "run").exists()  # a start that failed leaves no run folder
+
+
+def test_busy_port_is_one_line_and_leaves_no_run_folder(tmp_path, capsys):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        code = cli.main(["train", "--env", "CustomEnv", "--demos", "data/customenv.arrow", "--actors", "1",
+                         "--listen", f"tcp://127.0.0.1:{port}", "--run-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "cannot listen there (Address already in use)" in err, err
     assert not (tmp_path / "run").exists()
+
+
+def test_resume_errors(tmp_path, capsys):
+    code = cli.main(["train", "--resume", str(tmp_path / "nowhere")])
+    assert code == 2 and "no config.yaml there" in capsys.readouterr().err
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.yaml").write_text("env: {id: CustomEnv}\ndemos: data/customenv.arrow\n")
+    code = cli.main(["train", "--resume", str(tmp_path / "run")])
+    assert code == 2 and "no checkpoints/round_*.pt to resume from" in capsys.readouterr().err
+    assert (tmp_path / "run" / "config.yaml").is_file()  # a resumed run's folder is never removed
+
+
+def test_a_run_folder_in_use_is_refused(tmp_path, capsys):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    code = cli.main(["train", "--env", "CustomEnv", "--demos", "data/customenv.arrow", "--run-dir", str(tmp_path / "mine")])
+    assert code == 2 and "exists and is not empty" in capsys.readouterr().err
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
 
 
 def test_demos_with_wrong_spaces(tmp_path, capsys, custom_demos):
@@ -106,36 +178,60 @@ def test_demos_with_wrong_spaces(tmp_path, capsys, custom_demos):
 
 
 def test_cli_smoke_train_then_resume(tmp_path):
-    from conftest import run_cli
-
     run = tmp_path / "run"
-    sets = [x for s in TINY for x in ("--set", s)]
-    r = run_cli("train", "--env", "CustomEnv", "--demos", "data/", "--total-steps", "128", "--run-dir", str(run), *sets)
+    r = run_cli("train", "--env", "CustomEnv", "--demos", "data/", "--preset", "tiny", "--total-steps", "128", "--run-dir", str(run))
     assert r.returncode == 0, r.stderr
     assert "evaluation: return" in r.stdout and "action error vs scripted expert" in r.stdout
+    first = r.stdout.splitlines()[0]
+    assert first.startswith("gailkit train: CustomEnv") and first.endswith(f"run {run}")  # a line of its own
     r = run_cli("train", "--resume", str(run), "--total-steps", "256", "--quiet")
     assert r.returncode == 0, r.stderr
     assert "resuming at round 2" in r.stdout and "4 rounds, 256 env steps" in r.stdout
 
 
-def test_ctrl_c_saves_a_checkpoint_and_exits_0(tmp_path):
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    from conftest import ROOT
-
-    run = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "gailkit.cli", "train", "--env", "CustomEnv", "--demos", "data/",
-                             "--total-steps", "100000000", "--quiet", "--run-dir", str(run)], cwd=ROOT,
+def _start_training(run, *extra):
+    return subprocess.Popen([sys.executable, "-m", "gailkit.cli", "train", "--env", "CustomEnv", "--demos", "data/",
+                             "--total-steps", "100000000", "--quiet", "--run-dir", str(run), *extra], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (run / "metrics.csv").is_file():
+
+
+def _wait_for_rows(run, n, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and len(metrics.read_rows(run / "metrics.csv")) < n:
         time.sleep(0.2)
-    time.sleep(2)  # a few rounds in
-    proc.send_signal(signal.SIGINT)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_sigint_and_sigterm_save_a_checkpoint_and_exit_0(tmp_path, sig):
+    run = tmp_path / "run"
+    proc = _start_training(run)
+    _wait_for_rows(run, 3)
+    proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "interrupted, checkpoint saved" in out
-    assert list((run / "checkpoints").glob("round_*.pt")) and not (run / "final").exists()
+    rows = metrics.read_rows(run / "metrics.csv")
+    state, _ = rundir.RunDir(run).latest()
+    assert state.round == int(rows[-1]["round"]) >= 3  # the checkpoint holds every round the metrics show
+    assert not (run / "final").exists()
+
+
+def test_metrics_survive_a_resumed_run_killed_before_its_first_round(tmp_path):
+    run = tmp_path / "run"
+    proc = _start_training(run, "--set", "checkpoint_every=2")
+    _wait_for_rows(run, 6)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    kept = metrics.read_rows(run / "metrics.csv")
+    last_ckpt = rundir.RunDir(run).latest()[0].round
+    (run / "checkpoints" / ".round_000099.pt.999999.abcdefgh.tmp").write_bytes(b"half a checkpoint")  # a killed writer's
+    proc = subprocess.Popen([sys.executable, "-m", "gailkit.cli", "train", "--resume", str(run), "--quiet"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (run / "checkpoints" / ".round_000099.pt.999999.abcdefgh.tmp").exists():
+        time.sleep(0.05)
+    proc.kill()  # before (or about when) its first new round ends
+    proc.communicate(timeout=60)
+    rows = metrics.read_rows(run / "metrics.csv")
+    assert [r["round"] for r in rows[:last_ckpt]] == [r["round"] for r in kept[:last_ckpt]] and len(rows) >= last_ckpt
+    assert not (run / "checkpoints" / ".round_000099.pt.999999.abcdefgh.tmp").exists()  # stale temp cleaned at start

@@ -13,12 +13,12 @@ import gymnasium as gym
 from gailkit import __version__
 from gailkit.demos import arrow_io, pickle_io
 from gailkit.demos.core import Demos, DemoMeta, concat, describe_space, space_from_json, space_to_json
-from gailkit.demos.validate import DemoWarning, check_structure, fits, validate
+from gailkit.demos.validate import DemoWarning, check, check_structure, fits, validate
 from gailkit.errors import DemoError
 
 __all__ = [
     "Demos", "DemoMeta", "DemoError", "DemoWarning", "load", "load_file", "discover", "save",
-    "validate", "summarize", "space_to_json", "space_from_json", "describe_space", "format_of",
+    "validate", "check", "summarize", "expert_reference", "space_to_json", "space_from_json", "describe_space", "format_of",
 ]
 
 SUFFIXES = {".arrow": "arrow", ".feather": "arrow", ".ipc": "arrow", ".parquet": "parquet",
@@ -141,6 +141,17 @@ def save(d: Demos, path: str | Path, pickle_layout: str = "dict") -> Path:
     return path
 
 
+def expert_reference(d: Demos) -> tuple[float | None, str]:
+    """`(return, source)`: the expert policy's return when the demos carry it (source "expert
+    policy"), else the demos' mean episode return ("demos"), else `(None, "unknown")`."""
+    if d.meta.expert_return is not None:
+        return float(d.meta.expert_return), "expert policy"
+    returns = d.episode_returns()
+    if returns is not None and len(returns):
+        return float(returns.mean()), "demos"
+    return None, "unknown"
+
+
 def summarize(d: Demos) -> dict:
     """Episodes, transitions, return and length statistics, spaces and env of `d`."""
     lengths = d.episode_lengths()
@@ -154,6 +165,7 @@ def summarize(d: Demos) -> dict:
         "transitions": len(d),
         "return_mean": None if returns is None or not len(returns) else float(returns.mean()),
         "return_std": None if returns is None or not len(returns) else float(returns.std()),
+        "expert_return": d.meta.expert_return,
         "length_mean": float(lengths.mean()) if len(lengths) else 0.0,
         "length_std": float(lengths.std()) if len(lengths) else 0.0,
         "observation_space": describe_space(d.meta.observation_space) if d.meta.observation_space

@@ -9,6 +9,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from gailkit.errors import DemoError
+
 FORMAT_VERSION = 1
 COLUMNS = ("obs", "acts", "next_obs", "terminated", "truncated", "episode_id", "step", "rews")
 
@@ -23,6 +25,14 @@ class DemoMeta:
     action_space: dict[str, Any] | None = None
     source: str | None = None
     """Where the demos came from: an expert file, a scripted expert's name."""
+    expert_return: float | None = None
+    """The expert policy's own mean return, evaluated when the demos were recorded (deterministic
+    actions, fresh seeds); what normalized scores are measured against when present."""
+    expert_return_std: float | None = None
+    expert_episodes: int | None = None
+    """Episodes behind `expert_return`."""
+    sampled: bool | None = None
+    """Whether the recorded actions were sampled from the expert (true) or its deterministic ones."""
     gailkit_version: str | None = None
     format: str = ""
     """How the file was read: arrow, parquet, pickle/dict, pickle/trajectories, imitation-dataset, ..."""
@@ -36,9 +46,25 @@ class DemoMeta:
         return d
 
     @classmethod
-    def from_json(cls, d: dict[str, Any], fmt: str, path: str) -> DemoMeta:
-        names = {f.name for f in dataclasses.fields(cls)} - {"format", "path"}
-        return cls(**{k: v for k, v in d.items() if k in names}, format=fmt, path=path)
+    def from_json(cls, d: Any, fmt: str, path: str) -> DemoMeta:
+        """From a file's metadata; a field of the wrong type is a DemoError naming the file and field."""
+        if not isinstance(d, dict):
+            raise DemoError(f"{path}: metadata 'gailkit' is a {type(d).__name__}, expected a mapping")
+        out = {}
+        for key, kind in _META_TYPES.items():
+            value = d.get(key)
+            if value is None:
+                continue
+            if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)) \
+                    or (isinstance(value, float) and not math.isfinite(value)):
+                raise DemoError(f"{path}: metadata field '{key}' is {value!r}, expected a {getattr(kind, '__name__', 'number')}")
+            out[key] = value
+        return cls(**out, format=fmt, path=path)
+
+
+_META_TYPES: dict[str, Any] = {"env_id": str, "observation_space": dict, "action_space": dict, "source": str,
+                               "gailkit_version": str, "expert_return": (int, float), "expert_return_std": (int, float),
+                               "expert_episodes": int, "sampled": bool}
 
 
 @dataclasses.dataclass
@@ -164,8 +190,18 @@ def space_to_json(space: gym.Space) -> dict[str, Any]:
     raise ValueError(f"unsupported space {space} (Box, Discrete, MultiDiscrete, MultiBinary are)")
 
 
+MAX_SPACE_SIZE = 1 << 24  # elements of one observation or action, at most (a guard against hostile metadata)
+
+
 def space_from_json(d: dict[str, Any]) -> gym.Space:
+    """Inverse of `space_to_json`; raises ValueError (or KeyError, TypeError) on anything else."""
+    if not isinstance(d, dict):
+        raise ValueError(f"a space must be a mapping, got {type(d).__name__}")
     kind = d.get("type")
+    dims = d.get("shape", d.get("nvec", [d.get("n", 1)]))
+    dims = dims if isinstance(dims, list) else [dims]
+    if not all(isinstance(x, int) and 0 <= x <= MAX_SPACE_SIZE for x in dims) or int(np.prod(dims)) > MAX_SPACE_SIZE:
+        raise ValueError(f"a space of shape/size {dims!r}")
     if kind == "Box":
         shape, dtype = tuple(d["shape"]), np.dtype(d["dtype"])
         return gym.spaces.Box(_unbound(d["low"], shape, dtype), _unbound(d["high"], shape, dtype), shape, dtype)

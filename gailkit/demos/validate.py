@@ -8,7 +8,7 @@ import warnings
 import gymnasium as gym
 import numpy as np
 
-from gailkit.demos.core import Demos, shape_of
+from gailkit.demos.core import Demos, shape_of, space_from_json
 from gailkit.errors import DemoError
 
 
@@ -111,3 +111,22 @@ def validate(d: Demos, observation_space: gym.Space, action_space: gym.Space) ->
 def fits(d: Demos, observation_space: gym.Space, action_space: gym.Space) -> bool:
     """Whether the per-row shapes match the spaces (used to pick files without env metadata)."""
     return tuple(d.obs.shape[1:]) == shape_of(observation_space) and tuple(d.acts.shape[1:]) == shape_of(action_space)
+
+
+def check(d: Demos, spaces: tuple[gym.Space, gym.Space] | None = None) -> Demos:
+    """What `train` checks: against `spaces`, else against the spaces the file's own metadata names,
+    else the episode structure and finiteness alone (a file with no metadata)."""
+    where = d.meta.path or "demos"
+    if spaces is None and d.meta.observation_space is not None and d.meta.action_space is not None:
+        try:
+            spaces = (space_from_json(d.meta.observation_space), space_from_json(d.meta.action_space))
+        except (ValueError, KeyError, TypeError) as e:
+            raise DemoError(f"{where}: metadata names a space gailkit cannot read ({type(e).__name__}: {e})") from None
+    if spaces is not None:
+        return validate(d, *spaces)
+    check_structure(d)
+    for column in ("obs", "acts", "next_obs", "rews"):
+        arr = getattr(d, column)
+        if arr is not None:
+            _check_finite(np.asarray(arr), column, where)
+    return d

@@ -13,25 +13,26 @@ import os
 import time
 from typing import Any
 
-from gailkit import config, wire
-from gailkit.config import EnvConfig, PPOConfig
-from gailkit.fleet import FleetError
-from gailkit.fragments import Fragment, Weights
-from gailkit.wire import Header, Kind
+import gymnasium as gym
+
+from gailkit import wire
+from gailkit.actor import ActorSpec
+from gailkit.config import FleetConfig
+from gailkit.fleet import FleetError, Interrupted
+from gailkit.fragments import BadFragment, Fragment, FragmentSpec, Weights
+from gailkit.wire import Header, Kind, ProtocolError
 
 
 class _RayActor:
     """Runs inside a Ray worker process: an `Actor` fed and read through Arrow bytes."""
 
-    def __init__(self, settings: dict[str, Any]):
+    def __init__(self, spec: dict[str, Any], allow_code: bool):
         import torch as th
 
         from gailkit.actor import Actor
 
         th.set_num_threads(1)
-        self.actor = Actor(EnvConfig(**settings["env"]), config.from_dict(PPOConfig, settings["ppo"]),
-                           bool(settings["normalize_obs"]), int(settings["actor_id"]), int(settings["n_envs"]),
-                           int(settings["seed"]))
+        self.actor = Actor(ActorSpec.from_json(spec), allow_code)
         self.actor.start()
 
     def collect(self, weights: bytes, version: int, n_steps: int) -> bytes:
@@ -40,21 +41,18 @@ class _RayActor:
         return wire.encode_fragment(self.actor.sample(n_steps))
 
     def pid(self) -> int:
-        import os
-
         return os.getpid()
 
 
 class RayFleet:
-    def __init__(self, env_cfg: EnvConfig, ppo_cfg: PPOConfig, normalize_obs: bool, n_slots: int,
-                 envs_per_actor: int, seed: int, address: str = "", no_actor_timeout: float = 120.0,
-                 max_restarts: int = 5):
-        self.env_cfg, self.ppo_cfg, self.normalize_obs = env_cfg, ppo_cfg, normalize_obs
-        self.n_slots, self.envs_per_actor, self.seed = n_slots, envs_per_actor, seed
-        self.address, self.no_actor_timeout, self.max_restarts = address, no_actor_timeout, max_restarts
-        self.n_envs = n_slots * envs_per_actor
+    def __init__(self, spec: ActorSpec, cfg: FleetConfig, spaces: tuple[gym.Space, gym.Space],
+                 interrupt: Any = None, allow_code: bool = True, max_restarts: int = 5):
+        self.spec, self.cfg, self.spaces, self.interrupt, self.allow_code = spec, cfg, spaces, interrupt, allow_code
+        self.n_slots, self.max_restarts = cfg.actors, max_restarts
+        self.n_envs = cfg.actors * spec.n_envs
         self.stats: dict[str, float] = {}
         self.restarts = 0
+        self.dropped = 0
         self.actors: list[Any] = []
         self._started_ray = False
 
@@ -65,48 +63,61 @@ class RayFleet:
             # Ray starts its workers at nice 15; here they are the workload, not background tasks
             os.environ.setdefault("RAY_worker_niceness", "0")
             kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
-            if self.address:
-                ray.init(address=self.address, **kwargs)
+            if self.cfg.ray_address:
+                ray.init(address=self.cfg.ray_address, **kwargs)
             else:
                 ray.init(num_cpus=max(2, self.n_slots), **kwargs)
             self._started_ray = True
         remote_cls = ray.remote(num_cpus=1, max_restarts=self.max_restarts)(_RayActor)
-        self.actors = [remote_cls.remote(self._settings(i)) for i in range(self.n_slots)]
-
-    def _settings(self, actor_id: int) -> dict[str, Any]:
-        return {"actor_id": actor_id, "env": config.to_dict(self.env_cfg), "ppo": config.to_dict(self.ppo_cfg),
-                "normalize_obs": self.normalize_obs, "n_envs": self.envs_per_actor, "seed": self.seed}
+        self.actors = [remote_cls.remote(self.spec.with_id(i).to_json(), self.allow_code) for i in range(self.n_slots)]
 
     def collect(self, weights: Weights, n_steps: int) -> list[Fragment]:
         import ray
-        from ray.exceptions import RayActorError
+        from ray.exceptions import RayActorError, RayTaskError
 
         start = time.monotonic()
+        spec = FragmentSpec.of(*self.spaces, n_steps, self.spec.n_envs)
         ref = ray.put(wire.encode_weights(weights))  # once per version, shared by every actor
         futures = {self.actors[s].collect.remote(ref, weights.version, n_steps): s for s in range(self.n_slots)}
         results: dict[int, Fragment] = {}
         last_progress = time.monotonic()
         while futures:
-            ready, _ = ray.wait(list(futures), num_returns=1, timeout=1.0)
+            if self.interrupt is not None and self.interrupt.is_set():
+                raise Interrupted()
+            ready, _ = ray.wait(list(futures), num_returns=1, timeout=0.5)
             if not ready:
-                if time.monotonic() - last_progress > self.no_actor_timeout:
-                    raise FleetError(f"no fragment from any Ray actor for {self.no_actor_timeout:.0f} s")
+                if time.monotonic() - last_progress > self.cfg.no_actor_timeout:
+                    raise FleetError(f"no fragment from any Ray actor for {self.cfg.no_actor_timeout:.0f} s")
                 continue
             future = ready[0]
             slot = futures.pop(future)
             try:
                 body = ray.get(future)
-            except RayActorError:
+            except RayTaskError as e:  # the actor refused the weights, or its env raised
+                body = e
+            except RayActorError as e:
                 self.restarts += 1  # Ray restarts the actor (max_restarts); collect the slot again
                 if self.restarts > self.max_restarts * self.n_slots:
-                    raise FleetError(f"Ray actors died {self.restarts} times; giving up") from None
+                    last = [line for line in str(e).splitlines() if "Error" in line][-1:] or [str(e)[:200]]
+                    raise FleetError(f"Ray actors died {self.restarts} times; giving up (last: {last[0].strip()})") from None
                 futures[self.actors[slot].collect.remote(ref, weights.version, n_steps)] = slot
                 continue
-            header = Header(Kind.FRAGMENT, bytes(16), slot, weights.version)
-            results[slot] = wire.decode_fragment(header, body)
+            try:
+                if isinstance(body, Exception):
+                    raise ProtocolError("actor_error", str(body).splitlines()[0])
+                frag = wire.decode_fragment(Header(Kind.FRAGMENT, bytes(16), slot, weights.version), body)
+                spec.check(frag)
+            except (ProtocolError, BadFragment):
+                self.dropped += 1
+                if self.dropped > self.cfg.max_bad_fragments * self.n_slots:
+                    raise FleetError(f"Ray actors sent {self.dropped} fragments that do not fit the run; giving up") from None
+                futures[self.actors[slot].collect.remote(ref, weights.version, n_steps)] = slot
+                continue
+            results[slot] = frag
             last_progress = time.monotonic()
         wait = time.monotonic() - start
-        self.stats = {"actors/live": float(self.n_slots), "actors/restarts": float(self.restarts), "actors/wait_s": wait,
+        self.stats = {"actors/live": float(self.n_slots), "actors/restarts": float(self.restarts),
+                      "actors/dropped": float(self.dropped), "actors/wait_s": wait,
                       "actors/sample_s": max(f.sample_seconds for f in results.values()),
                       "actors/fragments_per_s": self.n_slots / wait}
         return [results[s] for s in range(self.n_slots)]

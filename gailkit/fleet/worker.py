@@ -1,35 +1,41 @@
 """The actor process: connect, say hello, get settings, then collect a fragment for each WORK message.
 
-Run as `gailkit actor --connect tcp://HOST:PORT [--key-file K]` on any machine, or started by the
-learner for local actors (with `--parent-pid`, so it exits as soon as the learner is gone).
-It exits on STOP, when its parent learner dies, or after `learner_timeout` seconds without a
-word from the learner. While collecting it sends a heartbeat every `heartbeat_s` seconds.
+Run as `gailkit actor --connect tcp://HOST:PORT [--key-file K] [--env NAME]` on any machine, or
+started by the learner for local actors (with `--parent-pid`, so it exits as soon as the learner
+is gone). It exits on STOP, when its parent learner dies, or after `learner_timeout` seconds
+without a word from the learner. While collecting it sends a heartbeat every `heartbeat_s` seconds.
+
+What the learner sends is checked like any input from the network: settings as an `ActorSpec`
+(an env that is code, `module:Class`, only when `--env` names the same), weights against the
+policy's own tensors (names, shapes, dtypes, finite); WORK with bad weights is answered REJECT.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
 from collections.abc import Callable
 
-from gailkit import config, transport, wire
-from gailkit.actor import Actor
-from gailkit.config import EnvConfig, PPOConfig
-from gailkit.wire import Header, Kind
+from gailkit import transport, wire
+from gailkit.actor import Actor, ActorSpec
+from gailkit.errors import ConfigError, EnvError
+from gailkit.wire import Header, Kind, ProtocolError
 
 NO_RUN = bytes(16)
 
 
 def run_actor(connect: str, key_file: str | None = None, actor_id: int = -1, parent_pid: int | None = None,
-              learner_timeout: float = 300.0, log: Callable[[str], None] = print) -> int:
+              learner_timeout: float = 300.0, allowed_env: str | None = None,
+              log: Callable[[str], None] = print) -> int:
     import torch as th
 
     th.set_num_threads(1)  # one core per actor: actors scale by processes, not threads
     ep = transport.ActorEndpoint(connect, key_file)
     ep.start()
     actor: Actor | None = None
-    settings: dict = {}
+    heartbeat_s = 1.0
     run_id, my_id = NO_RUN, actor_id
     last_heard = last_sent = time.monotonic()
     hello_every = 2.0
@@ -46,7 +52,7 @@ def run_actor(connect: str, key_file: str | None = None, actor_id: int = -1, par
         say(Kind.HELLO, body=wire.encode_json({"actor_id": my_id, "host": socket.gethostname(), "pid": os.getpid()}))
 
     def heartbeat() -> None:
-        if time.monotonic() - last_sent >= settings.get("heartbeat_s", 1.0):
+        if time.monotonic() - last_sent >= heartbeat_s:
             say(Kind.HEARTBEAT, actor.version if actor else 0)
 
     try:
@@ -61,7 +67,7 @@ def run_actor(connect: str, key_file: str | None = None, actor_id: int = -1, par
                 if now - last_heard > learner_timeout:
                     log(f"gailkit actor: no word from the learner at {connect} for {learner_timeout:.0f} s; exiting")
                     return 3
-                if actor is None or now - last_heard > max(hello_every, 3 * settings.get("heartbeat_s", 1.0)):
+                if actor is None or now - last_heard > max(hello_every, 3 * heartbeat_s):
                     hello()  # not registered yet, or the learner may have dropped us: (re)introduce
                 elif actor is not None:
                     heartbeat()
@@ -71,16 +77,28 @@ def run_actor(connect: str, key_file: str | None = None, actor_id: int = -1, par
             if header.kind == Kind.STOP:
                 return 0
             if header.kind == Kind.CONFIG:
-                settings = wire.decode_json(body)
-                run_id, my_id = header.run_id, int(settings["actor_id"])
+                try:
+                    spec = ActorSpec.from_json(wire.decode_json(body))
+                except (ProtocolError, ConfigError, ValueError) as e:
+                    log(f"gailkit actor: ignoring settings that do not parse ({e})")
+                    continue
+                run_id, my_id, heartbeat_s = header.run_id, spec.actor_id, spec.heartbeat_s
                 if actor is None:
-                    actor = Actor(EnvConfig(**settings["env"]), config.from_dict(PPOConfig, settings["ppo"]),
-                                  bool(settings["normalize_obs"]), my_id, int(settings["n_envs"]), int(settings["seed"]))
-                    actor.start()
+                    actor = Actor(spec, allow_code=spec.env.id == allowed_env)
+                    try:
+                        actor.start()
+                    except EnvError as e:
+                        log(f"gailkit actor: {e}")
+                        actor = None
+                        return 2
                 say(Kind.HEARTBEAT)
             elif header.kind == Kind.WORK and actor is not None:
-                weights, n_steps = wire.decode_work(header, body)
-                actor.set_weights(weights)
+                try:
+                    weights, n_steps = wire.decode_work(header, body)
+                    actor.set_weights(weights)
+                except (ProtocolError, ValueError) as e:
+                    say(Kind.REJECT, header.policy_version, json.dumps({"reason": str(e)[:200]}).encode())
+                    continue
                 frag = actor.sample(n_steps, on_step=heartbeat)
                 say(Kind.FRAGMENT, frag.policy_version, wire.encode_fragment(frag))
     except KeyboardInterrupt:

@@ -1,12 +1,17 @@
 """`ZmqFleet`: actor processes on this machine and actors on other machines, over ZeroMQ.
 
-Each round has `n_slots` fragment slots of `envs_per_actor` envs x `n_steps` steps. The fleet
+Each round has `actors` fragment slots of `envs_per_actor` envs x `n_steps` steps. The fleet
 hands slots to idle live actors (a WORK message carries the weights of version v), collects one
 fragment per slot, and returns them in slot order. An actor that dies mid-round (its process
 exits, or it misses heartbeats for `heartbeat_timeout` s) loses its slot to another actor and,
 if it was local, is replaced by a new process; its partial work is never seen. With no live actor
-for `no_actor_timeout` s, `collect` raises `FleetError`. Malformed, wrong-version, wrong-run,
-stale and oversized messages are dropped and counted (`dropped`).
+for `no_actor_timeout` s, `collect` raises `FleetError`.
+
+Nothing a peer sends can stop the round: malformed, wrong-version, wrong-run, stale and oversized
+messages are dropped and counted (`dropped`), and so is every fragment that does not fit the
+run's spaces (`FragmentSpec`: shapes, dtypes, NaN, out-of-range actions, episode counts); its
+slot is handed out again, and a peer that sends `max_bad_fragments` of them (or rejects that many
+WORK messages) is cut off: its messages are dropped from then on, and a local one is replaced.
 """
 
 from __future__ import annotations
@@ -16,13 +21,17 @@ import dataclasses
 import os
 import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
-from gailkit import config, transport, wire
-from gailkit.config import EnvConfig, PPOConfig
-from gailkit.fleet import FleetError
-from gailkit.fragments import Fragment, Weights
+import gymnasium as gym
+
+from gailkit import transport, wire
+from gailkit.actor import ActorSpec
+from gailkit.config import FleetConfig
+from gailkit.fleet import FleetError, Interrupted
+from gailkit.fragments import BadFragment, Fragment, FragmentSpec, Weights
 from gailkit.wire import Header, Kind, ProtocolError
 
 
@@ -33,26 +42,27 @@ class _Peer:
     last_seen: float
     slot: int | None = None
     proc: subprocess.Popen | None = None
+    bad: int = 0
 
 
 class ZmqFleet:
-    def __init__(self, env_cfg: EnvConfig, ppo_cfg: PPOConfig, normalize_obs: bool, n_slots: int,
-                 envs_per_actor: int, seed: int, local_actors: int, listen: str = "tcp://127.0.0.1:0",
-                 key_file: str | None = None, heartbeat_timeout: float = 10.0, no_actor_timeout: float = 60.0,
-                 heartbeat_s: float = 1.0, max_policy_lag: int = 0):
-        self.env_cfg, self.ppo_cfg, self.normalize_obs = env_cfg, ppo_cfg, normalize_obs
-        self.n_slots, self.envs_per_actor, self.seed = n_slots, envs_per_actor, seed
-        self.local_actors, self.key_file = local_actors, key_file
-        self.heartbeat_timeout, self.no_actor_timeout, self.heartbeat_s = heartbeat_timeout, no_actor_timeout, heartbeat_s
-        self.n_envs = n_slots * envs_per_actor
-        self.max_policy_lag = max_policy_lag
+    def __init__(self, spec: ActorSpec, cfg: FleetConfig, spaces: tuple[gym.Space, gym.Space],
+                 interrupt: threading.Event | None = None, allow_code: bool = True, heartbeat_s: float = 1.0):
+        self.spec, self.cfg, self.spaces, self.interrupt = spec, cfg, spaces, interrupt
+        self.allow_code = allow_code
+        self.n_slots = cfg.actors
+        self.local_actors = cfg.local_actors if cfg.local_actors >= 0 else (0 if cfg.listen else cfg.actors)
+        self.heartbeat_s = heartbeat_s
+        self.n_envs = cfg.actors * spec.n_envs
         self.run_id = os.urandom(16)
-        self.endpoint = transport.LearnerEndpoint(listen, self.run_id, key_file)
+        self.endpoint = transport.LearnerEndpoint(cfg.listen or "tcp://127.0.0.1:0", self.run_id, cfg.key_file or None)
         self.peers: dict[bytes, _Peer] = {}
+        self.banned: set[bytes] = set()
         self.procs: list[subprocess.Popen] = []
         self.restarts = 0
         self.stats: dict[str, float] = {}
         self.dropped = self.endpoint.dropped
+        self.address = ""
         self._next_id = 0
         self._unclaimed: set[int] = set()  # ids of local processes spawned but not yet said hello
 
@@ -69,8 +79,10 @@ class ZmqFleet:
         connect = self.address.replace("0.0.0.0", "127.0.0.1")
         cmd = [sys.executable, "-m", "gailkit.cli", "actor", "--connect", connect, "--actor-id", str(actor_id),
                "--parent-pid", str(os.getpid())]
-        if self.key_file:
-            cmd += ["--key-file", str(self.key_file)]
+        if self.cfg.key_file:
+            cmd += ["--key-file", str(self.cfg.key_file)]
+        if self.allow_code and ":" in self.spec.env.id:
+            cmd += ["--env", self.spec.env.id]  # the user typed this code env: the actor may load it
         env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
         proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL)
         proc.actor_id = actor_id  # type: ignore[attr-defined]
@@ -79,8 +91,9 @@ class ZmqFleet:
         return proc
 
     def stop(self) -> None:
-        for peer in self.peers.values():
-            self.endpoint.send(peer.identity, Header(Kind.STOP, self.run_id, peer.actor_id, 0))
+        if self.endpoint.address:
+            for peer in self.peers.values():
+                self.endpoint.send(peer.identity, Header(Kind.STOP, self.run_id, peer.actor_id, 0))
         deadline = time.monotonic() + 5
         for proc in self.procs:
             try:
@@ -97,49 +110,60 @@ class ZmqFleet:
     def load_state(self, state: dict[str, Any]) -> None:
         pass
 
-    # -- one round ------------------------------------------------------------------------------
-
-    def _settings(self, actor_id: int) -> dict[str, Any]:
-        return {"actor_id": actor_id, "env": config.to_dict(self.env_cfg), "ppo": config.to_dict(self.ppo_cfg),
-                "normalize_obs": self.normalize_obs, "n_envs": self.envs_per_actor, "seed": self.seed,
-                "heartbeat_s": self.heartbeat_s}
+    # -- peers ----------------------------------------------------------------------------------
 
     def _hello(self, identity: bytes, body: bytes, now: float) -> None:
         try:
             wanted = int(wire.decode_json(body).get("actor_id", -1))
-        except (ProtocolError, TypeError, ValueError):
+        except (ProtocolError, TypeError, ValueError, OverflowError):
             self.dropped["malformed"] += 1
             return
         peer = self.peers.get(identity)
         if peer is None:
             taken = {p.actor_id for p in self.peers.values()}
-            if wanted < 0 or wanted in taken:
+            if wanted < 0 or wanted in taken or wanted >= 1 << 31:
                 wanted = self._next_id
                 self._next_id += 1
             self._unclaimed.discard(wanted)
             proc = next((p for p in self.procs if getattr(p, "actor_id", None) == wanted), None)
             peer = self.peers[identity] = _Peer(identity, wanted, now, proc=proc)
         peer.last_seen = now
-        self.endpoint.send(identity, Header(Kind.CONFIG, self.run_id, peer.actor_id, 0),
-                           wire.encode_json(self._settings(peer.actor_id)))
+        spec = self.spec.with_id(peer.actor_id)
+        body = wire.encode_json({**spec.to_json(), "heartbeat_s": self.heartbeat_s})
+        self.endpoint.send(identity, Header(Kind.CONFIG, self.run_id, peer.actor_id, 0), body)
 
     def _lose(self, peer: _Peer, pending: collections.deque) -> None:
         """A peer is gone: free its slot (its partial work is dropped) and replace it if local."""
         self.peers.pop(peer.identity, None)
         if peer.slot is not None:
             pending.appendleft(peer.slot)
+            peer.slot = None
         if peer.proc is not None:
             if peer.proc.poll() is None:
                 peer.proc.kill()
             peer.proc.wait()
-            self.procs.remove(peer.proc)
+            if peer.proc in self.procs:
+                self.procs.remove(peer.proc)
             self.restarts += 1
             self._spawn()
+
+    def _strike(self, peer: _Peer, reason: str, pending: collections.deque) -> None:
+        """Count a bad fragment or a rejected WORK; hand the slot out again; cut the peer off at the limit."""
+        self.dropped[reason] += 1
+        if peer.slot is not None:
+            pending.appendleft(peer.slot)
+            peer.slot = None
+        peer.bad += 1
+        if peer.bad >= self.cfg.max_bad_fragments:
+            self.banned.add(peer.identity)
+            self.endpoint.send(peer.identity, Header(Kind.STOP, self.run_id, peer.actor_id, 0))
+            self.dropped["cut_off"] += 1
+            self._lose(peer, pending)
 
     def _check_liveness(self, now: float, pending: collections.deque) -> None:
         for peer in list(self.peers.values()):
             dead_proc = peer.proc is not None and peer.proc.poll() is not None
-            if dead_proc or now - peer.last_seen > self.heartbeat_timeout:
+            if dead_proc or now - peer.last_seen > self.cfg.heartbeat_timeout:
                 self._lose(peer, pending)
         for proc in list(self.procs):  # local processes that died before saying hello
             if proc.poll() is not None and getattr(proc, "actor_id", None) in self._unclaimed:
@@ -150,36 +174,38 @@ class ZmqFleet:
                     raise FleetError(f"local actor processes keep dying before they start (exit code {proc.returncode})")
                 self._spawn()
 
+    # -- one round ------------------------------------------------------------------------------
+
     def collect(self, weights: Weights, n_steps: int) -> list[Fragment]:
         """One fragment per slot, of version `weights.version` (or up to `max_policy_lag` older:
         with a lag, every slot is handed out again as soon as a round's fragments are in, so the
         actors collect the next round while the learner trains)."""
         body = wire.encode_work(weights, n_steps)
+        spec = FragmentSpec.of(*self.spaces, n_steps, self.spec.n_envs)
         busy = {p.slot for p in self.peers.values() if p.slot is not None}
         pending: collections.deque[int] = collections.deque(s for s in range(self.n_slots) if s not in busy)
         results: dict[int, Fragment] = {}
-        oldest = weights.version - self.max_policy_lag
+        oldest = weights.version - self.cfg.max_policy_lag
         start = last_live = time.monotonic()
         received_bytes, sample_s = 0, []
         while len(results) < self.n_slots:
+            if self.interrupt is not None and self.interrupt.is_set():
+                raise Interrupted()
             now = time.monotonic()
             self._check_liveness(now, pending)
-            for peer in self.peers.values():
-                if peer.slot is None and pending:
-                    slot = pending.popleft()
-                    if self.endpoint.send(peer.identity, Header(Kind.WORK, self.run_id, peer.actor_id, weights.version), body):
-                        peer.slot = slot
-                    else:
-                        pending.appendleft(slot)
+            self._hand_out(pending, weights.version, body)
             if self.peers:
                 last_live = now
-            elif now - last_live > self.no_actor_timeout:
-                raise FleetError(f"no live actor for {self.no_actor_timeout:.0f} s (listening on {self.address}); "
+            elif now - last_live > self.cfg.no_actor_timeout:
+                raise FleetError(f"no live actor for {self.cfg.no_actor_timeout:.0f} s (listening on {self.address}); "
                                  "start actors with: gailkit actor --connect ADDRESS")
             msg = self.endpoint.recv(100)
             if msg is None:
                 continue
             identity, header, payload = msg
+            if identity in self.banned:
+                self.dropped["banned"] += 1
+                continue
             now = time.monotonic()
             if header.kind == Kind.HELLO:
                 self._hello(identity, payload, now)
@@ -189,6 +215,9 @@ class ZmqFleet:
                 self.dropped["unknown_peer"] += 1
                 continue
             peer.last_seen = now
+            if header.kind == Kind.REJECT:
+                self._strike(peer, "rejected_work", pending)
+                continue
             if header.kind != Kind.FRAGMENT:
                 continue
             if peer.slot is None or not oldest <= header.policy_version <= weights.version or peer.slot in results:
@@ -199,25 +228,32 @@ class ZmqFleet:
                 continue
             try:
                 frag = wire.decode_fragment(header, payload)
-                if (frag.n_steps, frag.n_envs) != (n_steps, self.envs_per_actor):
-                    raise ProtocolError("malformed", f"fragment of {frag.n_steps} x {frag.n_envs}")
-            except (ProtocolError, ValueError):
-                self.dropped["malformed"] += 1
-                pending.appendleft(peer.slot)
-                peer.slot = None
+                spec.check(frag)
+            except ProtocolError:
+                self._strike(peer, "malformed", pending)
+                continue
+            except BadFragment as e:
+                self._strike(peer, f"invalid_{e.reason}", pending)
                 continue
             results[peer.slot] = frag
             peer.slot = None
             received_bytes += len(payload)
             sample_s.append(frag.sample_seconds)
-        if self.max_policy_lag:
-            for peer, slot in zip(list(self.peers.values()), range(self.n_slots)):  # next round, with weights v
-                if peer.slot is None and self.endpoint.send(
-                        peer.identity, Header(Kind.WORK, self.run_id, peer.actor_id, weights.version), body):
-                    peer.slot = slot
+        if self.cfg.max_policy_lag:  # next round's slots go out now, with weights v
+            self._hand_out(collections.deque(range(self.n_slots)), weights.version, body)
         wait = time.monotonic() - start
         self.stats = {"actors/live": float(len(self.peers)), "actors/restarts": float(self.restarts),
                       "actors/dropped": float(sum(self.dropped.values())), "actors/refused": float(self.endpoint.refused),
-                      "actors/wait_s": wait, "actors/sample_s": max(sample_s), "actors/fragments_per_s": self.n_slots / wait,
+                      "actors/cut_off": float(self.dropped["cut_off"]), "actors/wait_s": wait,
+                      "actors/sample_s": max(sample_s), "actors/fragments_per_s": self.n_slots / wait,
                       "actors/fragment_mb": received_bytes / self.n_slots / 2**20}
         return [results[s] for s in range(self.n_slots)]
+
+    def _hand_out(self, pending: collections.deque, version: int, body: bytes) -> None:
+        for peer in self.peers.values():
+            if peer.slot is None and pending:
+                slot = pending.popleft()
+                if self.endpoint.send(peer.identity, Header(Kind.WORK, self.run_id, peer.actor_id, version), body):
+                    peer.slot = slot
+                else:
+                    pending.appendleft(slot)

@@ -1,9 +1,10 @@
-"""Settings as plain dataclasses: YAML files, `--set key=value` overrides, strict type checks."""
+"""Settings from YAML files, presets and `--set key=value` overrides into the dataclasses of `schema`, strictly."""
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from pathlib import Path
@@ -11,142 +12,21 @@ from typing import Any, Literal, TypeVar
 
 import yaml
 
+from gailkit.config.schema import FieldError
 from gailkit.errors import ConfigError
 
 T = TypeVar("T")
 
-
-@dataclasses.dataclass
-class EnvConfig:
-    id: str = ""
-    """Env name: a gymnasium id, a name registered by `envs/`, `module:Class` or `file.py:Class`."""
-    kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """Keyword arguments passed to the env's constructor."""
-
-
-@dataclasses.dataclass
-class PPOConfig:
-    """PPO settings under stable-baselines3's names (see `stable_baselines3.PPO`)."""
-
-    learning_rate: float = 3e-4
-    n_steps: int = 2048
-    """Steps per env per rollout."""
-    batch_size: int = 64
-    n_epochs: int = 10
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    clip_range: float = 0.2
-    ent_coef: float = 0.0
-    vf_coef: float = 0.5
-    max_grad_norm: float = 0.5
-    normalize_advantage: bool = True
-    use_sde: bool = False
-    sde_sample_freq: int = -1
-    linear_schedule: bool = False
-    """Decay learning_rate and clip_range linearly to 0 (rl-zoo3's `lin_` prefix)."""
-    target_kl: float | None = None
-    """Stop an update's epochs early once the approximate KL passes 1.5 x this (SB3's target_kl)."""
-    net_arch: list[int] = dataclasses.field(default_factory=lambda: [64, 64])
-    """Hidden layers of the policy network."""
-    vf_arch: list[int] = dataclasses.field(default_factory=list)
-    """Hidden layers of the value network (empty: the same as `net_arch`)."""
-    activation: Literal["tanh", "relu", "elu", "leaky_relu", "gelu", "silu"] = "tanh"
-    log_std_init: float = 0.0
-    ortho_init: bool = True
-
-
-@dataclasses.dataclass
-class ExpertConfig:
-    """How `gailkit expert train` trains an SB3 PPO expert."""
-
-    env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
-    total_timesteps: int = 100_000
-    n_envs: int = 8
-    seed: int = 0
-    eval_episodes: int = 20
-    normalize_obs: bool = False
-    """Normalize observations with SB3's VecNormalize while training; the statistics are then copied
-    into the policy network (`NormalizedFlatten`), so the saved expert takes raw observations."""
-    normalize_reward: bool = False
-    """Scale rewards by VecNormalize's running return statistics while training (rl-zoo3's `normalize`)."""
-    ppo: PPOConfig = dataclasses.field(default_factory=PPOConfig)
-
-
-@dataclasses.dataclass
-class DiscConfig:
-    """The GAIL discriminator: an MLP with running input normalization (see `discriminator`)."""
-
-    net: Literal["gailkit", "imitation"] = "gailkit"
-    """gailkit's own network, or imitation's `BasicRewardNet` (same layout; needs gailkit[imitation])."""
-    net_arch: list[int] = dataclasses.field(default_factory=lambda: [32, 32])
-    use_action: bool = True
-    use_next_state: bool = False
-    """Feed `next_obs` too; with `use_action: false` and this on, the discriminator is state-only."""
-    disc_lr: float = 3e-4
-    demo_batch_size: int = 256
-    """Expert transitions per discriminator batch (the same number of generator transitions join them)."""
-    n_disc_updates_per_round: int = 4
-    grad_penalty: float = 0.0
-    """Weight of the gradient penalty `(||grad D(x)|| - 1)^2` on expert/generator interpolates."""
-    ent_coef: float = 0.0
-    """Entropy bonus on the discriminator's Bernoulli output (Ho & Ermon's `entcoeff`)."""
-    spectral_norm: bool = False
-    """Spectral normalization of every linear layer (Miyato et al. 2018): a 1-Lipschitz discriminator."""
-    label_smoothing: float = 0.0
-    """One-sided label smoothing: expert labels are 1 - this (Salimans et al. 2016)."""
-    absorbing: bool = False
-    """Absorbing states after terminations (DAC): the discriminator also judges "the episode ended here"."""
-    reward_fn: Literal["auto", "gail", "airl", "negative"] = "auto"
-    """Generator reward from logit l: gail = -log(1 - D) >= 0 (pays for surviving), negative =
-    log D <= 0 (pays for ending), airl = l = log D - log(1 - D). auto: gail when most expert
-    episodes end by time limit, airl when most end by termination."""
-
-
-@dataclasses.dataclass
-class TrainConfig:
-    """How `gailkit train` runs GAIL."""
-
-    env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
-    demos: str = "data"
-    """A demo file or folder; a folder serves only the files for `env.id`."""
-    unsafe_pickle: bool = False
-    """Unpickle demo files with the plain unpickler (only for files you trust)."""
-    seed: int = 0
-    total_steps: int = 150_000
-    """Env steps to collect in all."""
-    device: str = "auto"
-    """Learner device: auto (CUDA when present), cpu, cuda, cuda:N."""
-    n_envs: int = 8
-    """Envs stepped by the in-process fleet (`actors: 0`)."""
-    actors: int = 0
-    """Fragment slots per round filled by actor processes (each `envs_per_actor` envs); 0: in-process."""
-    fleet: Literal["local", "ray"] = "local"
-    """Who runs the actors: local (processes here, plus remote ones with `listen`) or ray."""
-    ray_address: str = ""
-    """With `fleet: ray`: the cluster to join (`auto`); empty starts a local Ray."""
-    envs_per_actor: int = 8
-    local_actors: int = -1
-    """Actor processes to start on this machine; -1: `actors` without `listen`, else 0."""
-    listen: str = ""
-    """Where the learner listens for actors, e.g. tcp://0.0.0.0:5555 (needs key_file beyond loopback)."""
-    key_file: str = ""
-    """CURVE key file from `gailkit keys generate`; actors must present its client key."""
-    max_policy_lag: int = 0
-    """0: round v trains only on fragments of weights v. 1: actors collect round v + 1 with weights v
-    while the learner trains round v (PPO's ratio uses the fragments' behaviour log-probs)."""
-    heartbeat_timeout: float = 10.0
-    """Seconds of silence after which an actor counts as dead and its slot goes to another."""
-    no_actor_timeout: float = 60.0
-    """Seconds with no live actor after which training checkpoints and stops with an error."""
-    normalize_obs: bool = True
-    """Running observation normalization inside the policy (seeded from the expert's observations)."""
-    eval_every: int = 10
-    """Rounds between evaluations (0: only at the end)."""
-    eval_episodes: int = 10
-    checkpoint_every: int = 50
-    """Rounds between checkpoints (0: only at the end)."""
-    ppo: PPOConfig = dataclasses.field(default_factory=PPOConfig)
-    disc: DiscConfig = dataclasses.field(default_factory=DiscConfig)
+PRESETS: dict[str, dict[str, Any]] = {
+    "tiny": {  # seconds-long runs for tests and smoke checks: tiny nets, short rounds, one eval episode
+        "n_envs": 2, "eval_episodes": 1,
+        "ppo": {"n_steps": 32, "batch_size": 32, "n_epochs": 2, "net_arch": [16]},
+        "disc": {"net_arch": [16], "demo_batch_size": 32, "n_disc_updates_per_round": 2},
+    },
+}
+# Settings of gailkit 0.1 that moved into the `fleet` section (read from old runs' config.yaml).
+_MOVED_TO_FLEET = ("actors", "envs_per_actor", "local_actors", "listen", "key_file", "ray_address",
+                   "max_policy_lag", "heartbeat_timeout", "no_actor_timeout")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -172,6 +52,9 @@ def from_dict(cls: type[T], data: Any, path: str = "") -> T:
         kwargs[key] = _coerce(hints[key], value, full)
     try:
         return cls(**kwargs)
+    except FieldError as e:
+        full = f"{path}.{e.field}" if path else e.field
+        raise ConfigError(f"'{full}' {e.says}, got {e.value!r}") from None
     except (TypeError, ValueError) as e:
         raise ConfigError(f"{path or 'config'}: {e}") from None
 
@@ -320,6 +203,8 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
                 pass
         if isinstance(number, bool) or not isinstance(number, (int, float)):
             raise ConfigError(f"'{path}': expected {'an integer' if tp is int else 'a number'}, got {value!r}")
+        if not math.isfinite(number):
+            raise ConfigError(f"'{path}': expected a finite number, got {value!r}")
         if tp is int:
             if float(number) != int(number):
                 raise ConfigError(f"'{path}': expected an integer, got {value!r}")
@@ -330,3 +215,23 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
             raise ConfigError(f"'{path}': expected a string, got {value!r}")
         return value
     raise AssertionError(f"unsupported config type {tp!r} at {path}")
+
+
+def preset(name: str) -> dict[str, Any]:
+    """A named layer of settings (`--preset tiny`)."""
+    if name not in PRESETS:
+        raise ConfigError(f"--preset {name!r}: unknown preset (known: {', '.join(PRESETS)})")
+    return PRESETS[name]
+
+
+def migrate(data: dict[str, Any]) -> dict[str, Any]:
+    """A TrainConfig mapping of gailkit 0.1 (fleet settings at the top, `fleet: local|ray`) in today's layout."""
+    data = dict(data)
+    fleet = data.get("fleet")
+    if isinstance(fleet, str) or any(k in data for k in _MOVED_TO_FLEET):
+        section = {"kind": fleet} if isinstance(fleet, str) else dict(fleet or {})
+        for key in _MOVED_TO_FLEET:
+            if key in data:
+                section[key] = data.pop(key)
+        data["fleet"] = section
+    return data

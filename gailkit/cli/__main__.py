@@ -1,0 +1,5 @@
+import sys
+
+from gailkit.cli import main
+
+sys.exit(main())

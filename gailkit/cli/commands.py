@@ -1,0 +1,142 @@
+"""The commands that train, run and ship policies: expert train, train, actor, keys, evaluate, export, infer."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from gailkit.errors import ConfigError
+
+_FLEET_FLAGS = {"actors": "fleet.actors", "envs_per_actor": "fleet.envs_per_actor", "local_actors": "fleet.local_actors",
+                "listen": "fleet.listen", "key_file": "fleet.key_file", "fleet": "fleet.kind", "ray_address": "fleet.ray_address"}
+
+
+def expert_train(args: argparse.Namespace) -> int:
+    from gailkit import experts
+
+    overrides = list(args.overrides)
+    if args.total_steps is not None:
+        overrides.append(f"total_timesteps={args.total_steps}")
+    if args.seed is not None:
+        overrides.append(f"seed={args.seed}")
+    cfg = experts.expert_config(args.env, args.config, overrides)
+    out = args.out or Path("experts") / f"{experts.slug(args.env)}.zip"
+    device = args.device
+    if device == "auto":
+        import torch as th
+
+        device = "cuda" if th.cuda.is_available() else "cpu"
+    info = experts.train_expert(cfg, out, device=device, quiet=args.quiet)
+    print(f"expert {out}: mean return {info['mean_return']:.1f} ± {info['std_return']:.1f} over "
+          f"{info['eval_episodes']} deterministic episodes ({info['train_seconds']:.0f} s of training)")
+    return 0
+
+
+def _train_overrides(args: argparse.Namespace) -> list[str]:
+    overrides = list(args.overrides)
+    for flag in ("total_steps", "device", "seed"):
+        if getattr(args, flag) is not None:
+            overrides.append(f"{flag}={getattr(args, flag)}")
+    if args.unsafe_pickle:
+        overrides.append("unsafe_pickle=true")
+    for flag, key in _FLEET_FLAGS.items():
+        if getattr(args, flag) is not None:
+            overrides.append(f"{key}={getattr(args, flag)}")
+    return overrides
+
+
+def train(args: argparse.Namespace) -> int:
+    from gailkit import config, experts
+    from gailkit import train as train_mod
+    from gailkit.config import TrainConfig
+
+    overrides = _train_overrides(args)
+    if args.resume is not None:
+        if args.demos or args.config or args.preset or args.run_dir:
+            raise ConfigError("--resume continues a run with its own config.yaml: drop --demos, --config, --preset and --run-dir")
+        saved = args.resume / "config.yaml"
+        if not saved.is_file():
+            raise ConfigError(f"--resume {args.resume}: no config.yaml there (is it a run directory?)")
+        cfg = config.build(TrainConfig, [(str(saved), config.migrate(config.read_yaml(saved)))], overrides)
+        if args.env and args.env != cfg.env.id:
+            raise ConfigError(f"--resume {args.resume}: the run trains {cfg.env.id}, not {args.env}")
+        run_dir, allow_code = args.resume, args.env == cfg.env.id  # code named by a file runs only if typed again
+    else:
+        if not args.env:
+            raise ConfigError("--env is required (or --resume RUN_DIR)")
+        cfg = train_mod.train_config(args.env, args.demos, args.config, overrides, args.preset)
+        run_dir = args.run_dir or Path("runs") / f"{experts.slug(cfg.env.id)}-{time.strftime('%Y%m%d-%H%M%S')}"
+        allow_code = True
+    s = train_mod.train(cfg, run_dir, resume=args.resume is not None, quiet=args.quiet, allow_code=allow_code)
+    state = "interrupted, checkpoint saved" if s["interrupted"] else "done"
+    print(f"{state}: {s['rounds']} rounds, {s['env_steps']:,} env steps in {s['seconds']:.0f} s -> {s['run_dir']}")
+    if "return_mean" in s:
+        line = f"evaluation: return {s['return_mean']:.1f} ± {s['return_std']:.1f}"
+        if s.get("normalized") is not None:
+            line += (f" (expert {s['expert_return']:.1f} [{s['expert_source']}], random {s['random_return']:.1f}, "
+                     f"normalized {s['normalized']:.2f})")
+        if s.get("action_error") is not None:
+            line += f", action error vs scripted expert {s['action_error']:.3f}"
+        print(line)
+    return 0
+
+
+def actor(args: argparse.Namespace) -> int:
+    from gailkit.fleet.worker import run_actor
+
+    return run_actor(args.connect, args.key_file, args.actor_id, args.parent_pid, args.learner_timeout, args.env,
+                     log=lambda m: print(m, file=sys.stderr))
+
+
+def keys_generate(args: argparse.Namespace) -> int:
+    from gailkit import transport
+
+    path = transport.generate_keys(args.out)
+    print(f"wrote {path} (mode 0600): pass it as --key-file to the learner and to every actor")
+    return 0
+
+
+def evaluate(args: argparse.Namespace) -> int:
+    from gailkit import evaluate as evaluate_mod
+
+    report = evaluate_mod.evaluate(args.source, args.env, args.episodes, args.seed, args.onnx, args.demos,
+                                   plots=not args.no_plots, which=args.checkpoint)
+    print(evaluate_mod.to_json(report) if args.json else evaluate_mod.format_table(report))
+    return 0
+
+
+def export(args: argparse.Namespace) -> int:
+    from gailkit import export as export_mod
+
+    r = export_mod.export(args.source, args.out, args.value, args.log_prob, args.checkpoint)
+    p = r["parity"]
+    diffs = ", ".join(f"{k} {v:.1e}" for k, v in p["max_abs_diff"].items() if k != "action" or v)
+    print(f"parity vs torch on {p['observations']} observations at batch 1 and 64: max abs difference "
+          f"{diffs or 'action 0'}, discrete mismatches {p['discrete_mismatches']}: ok")
+    print(f"wrote {r['out']} ({r['metadata']['env_id']}, outputs {r['metadata']['outputs']}, opset {r['metadata']['opset']}) "
+          f"from {r['checkpoint']}")
+    if args.sb3:
+        print(f"wrote {export_mod.export_sb3(args.source, args.sb3, args.checkpoint)} (stable-baselines3 PPO)")
+    return 0
+
+
+def infer(args: argparse.Namespace) -> int:
+    from gailkit import envs
+    from gailkit.inference import InferenceError, OnnxPolicy
+
+    pi = OnnxPolicy(args.model)
+    env_id = args.env or pi.env_id
+    if args.env and pi.env_id and args.env != pi.env_id:
+        raise InferenceError(f"{args.model} was exported for {pi.env_id}, not {args.env}")
+    if args.episodes < 1:
+        raise InferenceError(f"--episodes must be >= 1, got {args.episodes}")
+    out = envs.run_episodes(pi.predict, env_id, args.episodes, args.seed, allow_code=args.env is not None)
+    if args.json:
+        print(json.dumps({"env_id": env_id, "episodes": args.episodes, "seed": args.seed, **out}, indent=2))
+    else:
+        print(f"{env_id}: return {out['return_mean']:.1f} ± {out['return_std']:.1f}, length {out['length_mean']:.1f} "
+              f"over {args.episodes} episodes from seed {args.seed} (onnxruntime)")
+    return 0

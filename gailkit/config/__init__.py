@@ -1,0 +1,15 @@
+"""Settings: the dataclasses (`schema`) and how YAML files, presets and `--set` build them (`loading`)."""
+
+from gailkit.config.loading import (
+    PRESETS, build, from_dict, merge, migrate, nest, parse_override, preset, read_yaml, save_yaml, to_dict,
+)
+from gailkit.config.schema import (
+    BCConfig, DiscConfig, EnvConfig, ExpertConfig, FieldError, FleetConfig, PPOConfig, TrainConfig,
+)
+from gailkit.errors import ConfigError
+
+__all__ = [
+    "PRESETS", "build", "from_dict", "merge", "migrate", "nest", "parse_override", "preset", "read_yaml", "save_yaml",
+    "to_dict", "BCConfig", "DiscConfig", "EnvConfig", "ExpertConfig", "FieldError", "FleetConfig", "PPOConfig", "TrainConfig",
+    "ConfigError",
+]

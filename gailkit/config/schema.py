@@ -1,0 +1,251 @@
+"""Every setting as a dataclass field; each field's own bounds are checked when the dataclass is built.
+
+Field docstrings are the settings' documentation. A field's `metadata["check"]` is `(test, says)`:
+building a dataclass whose value fails `test` raises `FieldError` naming the field, which the
+loader turns into `'ppo.learning_rate' must be > 0, got -1`. Every float must be finite. Checks
+that involve several fields (a batch larger than a round) are `TrainConfig.check()`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Literal
+
+from gailkit.errors import ConfigError
+
+
+class FieldError(ConfigError):
+    """One field is out of its bounds; `field` is its name within its dataclass."""
+
+    def __init__(self, field: str, says: str, value: Any):
+        super().__init__(f"'{field}' {says}, got {value!r}")
+        self.field, self.says, self.value = field, says, value
+
+
+def _rule(test, says: str) -> dict[str, Any]:
+    return {"check": (test, says)}
+
+
+GT0 = _rule(lambda v: v > 0, "must be > 0")
+GE0 = _rule(lambda v: v >= 0, "must be >= 0")
+GE1 = _rule(lambda v: v >= 1, "must be >= 1")
+UNIT = _rule(lambda v: 0 <= v <= 1, "must lie in [0, 1]")
+LAYERS = _rule(lambda v: all(n >= 1 for n in v), "must be a list of layer sizes >= 1")
+
+
+def _check_fields(obj: Any) -> None:
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise FieldError(f.name, "must be a finite number", value)
+        test, says = f.metadata.get("check", (None, ""))
+        if test is not None and value is not None and not test(value):
+            raise FieldError(f.name, says, value)
+
+
+class _Checked:
+    def __post_init__(self) -> None:
+        _check_fields(self)
+
+
+def _f(default: Any, meta: dict[str, Any] | None = None) -> Any:
+    if isinstance(default, (list, dict)):
+        return dataclasses.field(default_factory=lambda d=default: type(d)(d), metadata=meta or {})
+    return dataclasses.field(default=default, metadata=meta or {})
+
+
+@dataclasses.dataclass
+class EnvConfig(_Checked):
+    id: str = ""
+    """Env name: a gymnasium id, a name registered by `envs/`, `module:Class` or `file.py:Class`."""
+    kwargs: dict[str, Any] = _f({})
+    """Keyword arguments passed to the env's constructor."""
+
+
+@dataclasses.dataclass
+class PPOConfig(_Checked):
+    """PPO settings under stable-baselines3's names (see `stable_baselines3.PPO`)."""
+
+    learning_rate: float = _f(3e-4, GT0)
+    n_steps: int = _f(2048, GE1)
+    """Steps per env per rollout (a round)."""
+    batch_size: int = _f(64, GE1)
+    n_epochs: int = _f(10, GE1)
+    gamma: float = _f(0.99, _rule(lambda v: 0 < v <= 1, "must lie in (0, 1]"))
+    gae_lambda: float = _f(0.95, UNIT)
+    clip_range: float = _f(0.2, GT0)
+    ent_coef: float = _f(0.0, GE0)
+    vf_coef: float = _f(0.5, GE0)
+    max_grad_norm: float = _f(0.5, GT0)
+    normalize_advantage: bool = True
+    use_sde: bool = False
+    sde_sample_freq: int = -1
+    linear_schedule: bool = False
+    """Decay learning_rate and clip_range linearly to 0 (rl-zoo3's `lin_` prefix)."""
+    target_kl: float | None = _f(None, GT0)
+    """Stop an update's epochs early once the approximate KL passes 1.5 x this (SB3's target_kl)."""
+    net_arch: list[int] = _f([64, 64], LAYERS)
+    """Hidden layers of the policy network."""
+    vf_arch: list[int] = _f([], LAYERS)
+    """Hidden layers of the value network (empty: the same as `net_arch`)."""
+    activation: Literal["tanh", "relu", "elu", "leaky_relu", "gelu", "silu"] = "tanh"
+    log_std_init: float = 0.0
+    ortho_init: bool = True
+
+
+@dataclasses.dataclass
+class DiscConfig(_Checked):
+    """The GAIL discriminator: an MLP with running input normalization (see `discriminator`)."""
+
+    net: Literal["gailkit", "imitation"] = "gailkit"
+    """gailkit's own network, or imitation's `BasicRewardNet` (same layout; needs gailkit[imitation])."""
+    net_arch: list[int] = _f([32, 32], LAYERS)
+    use_action: bool = True
+    use_next_state: bool = False
+    """Feed `next_obs` too; with `use_action: false` and this on, the discriminator is state-only."""
+    disc_lr: float = _f(3e-4, GT0)
+    demo_batch_size: int = _f(256, GE1)
+    """Expert transitions per discriminator batch (the same number of generator transitions join them)."""
+    n_disc_updates_per_round: int = _f(4, GE0)
+    grad_penalty: float = _f(0.0, GE0)
+    """Weight of the gradient penalty `(||grad D(x)|| - 1)^2` on expert/generator interpolates."""
+    ent_coef: float = _f(0.0, GE0)
+    """Entropy bonus on the discriminator's Bernoulli output (Ho & Ermon's `entcoeff`)."""
+    spectral_norm: bool = False
+    """Spectral normalization of every linear layer (Miyato et al. 2018): a 1-Lipschitz discriminator."""
+    label_smoothing: float = _f(0.0, _rule(lambda v: 0 <= v < 0.5, "must lie in [0, 0.5)"))
+    """One-sided label smoothing: expert labels are 1 - this (Salimans et al. 2016)."""
+    absorbing: bool = False
+    """Absorbing states after terminations (DAC): the discriminator also judges "the episode ended here"."""
+    replay_rounds: int = _f(0, GE0)
+    """Generator transitions of this many earlier rounds join the current round's in discriminator
+    batches (a replay of earlier generator samples)."""
+    reward_fn: Literal["auto", "gail", "airl", "negative"] = "auto"
+    """Generator reward from logit l: gail = -log(1 - D) >= 0 (pays for surviving), negative =
+    log D <= 0 (pays for ending), airl = l = log D - log(1 - D). auto: gail when most expert
+    episodes end by time limit, airl when most end by termination."""
+
+
+@dataclasses.dataclass
+class BCConfig(_Checked):
+    """Behaviour cloning of the demos into the policy before GAIL starts (needs demos with actions)."""
+
+    epochs: int = _f(0, GE0)
+    """Passes over the demos (0: no BC). The policy's mean (or logits) is fit to the expert's actions."""
+    batch_size: int = _f(256, GE1)
+    learning_rate: float = _f(1e-3, GT0)
+    log_std: float | None = None
+    """Continuous actions: the policy's log std after cloning (None: keep `ppo.log_std_init`)."""
+    critic_warmup_rounds: int = _f(0, GE0)
+    """First rounds in which PPO fits only the value function (the cloned policy stays as it is)
+    while the discriminator learns to tell the cloned policy from the expert."""
+
+
+@dataclasses.dataclass
+class FleetConfig(_Checked):
+    """Who steps the envs: the learner's own process (`actors: 0`), actor processes, other machines, Ray."""
+
+    kind: Literal["local", "ray"] = "local"
+    """local: processes on this machine, plus remote ones with `listen`; ray: Ray actors."""
+    actors: int = _f(0, GE0)
+    """Fragment slots per round filled by actors (each `envs_per_actor` envs); 0: in-process."""
+    envs_per_actor: int = _f(8, GE1)
+    local_actors: int = _f(-1, _rule(lambda v: v >= -1, "must be >= -1"))
+    """Actor processes to start on this machine; -1: `actors` without `listen`, else 0."""
+    listen: str = ""
+    """Where the learner listens for actors, e.g. tcp://0.0.0.0:5555 (needs key_file beyond loopback)."""
+    key_file: str = ""
+    """CURVE key file from `gailkit keys generate`; actors must present its client key."""
+    ray_address: str = ""
+    """With `kind: ray`: the cluster to join (`auto`); empty starts a local Ray."""
+    max_policy_lag: int = _f(0, _rule(lambda v: v in (0, 1), "must be 0 or 1"))
+    """0: round v trains only on fragments of weights v. 1: actors collect round v + 1 with weights v
+    while the learner trains round v (PPO's ratio uses the fragments' behaviour log-probs)."""
+    heartbeat_timeout: float = _f(10.0, GT0)
+    """Seconds of silence after which an actor counts as dead and its slot goes to another."""
+    no_actor_timeout: float = _f(60.0, GT0)
+    """Seconds with no live actor after which training checkpoints and stops with an error."""
+    max_bad_fragments: int = _f(3, GE1)
+    """Invalid fragments (wrong shapes, NaN, out-of-range actions) after which a peer is cut off."""
+
+
+@dataclasses.dataclass
+class TrainConfig(_Checked):
+    """How `gailkit train` runs GAIL."""
+
+    env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
+    demos: str = "data"
+    """A demo file or folder; a folder serves only the files for `env.id`."""
+    unsafe_pickle: bool = False
+    """Unpickle demo files with the plain unpickler (only for files you trust)."""
+    seed: int = 0
+    total_steps: int = _f(150_000, GE1)
+    """Env steps to collect in all (rounded up to whole rounds; the first line says so)."""
+    device: str = "auto"
+    """Learner device: auto (CUDA when present), cpu, cuda, cuda:N."""
+    n_envs: int = _f(8, GE1)
+    """Envs stepped by the in-process fleet (`fleet.actors: 0`)."""
+    normalize_obs: bool = True
+    """Running observation normalization inside the policy (seeded from the expert's observations)."""
+    eval_every: int = _f(-1, _rule(lambda v: v >= -1, "must be >= -1"))
+    """Rounds between evaluations; 0: only at the end; -1: about 25 evaluations over the run."""
+    eval_episodes: int = _f(10, GE1)
+    checkpoint_every: int = _f(-1, _rule(lambda v: v >= -1, "must be >= -1"))
+    """Rounds between checkpoints; 0: only at the end; -1: about 10 over the run."""
+    ppo: PPOConfig = dataclasses.field(default_factory=PPOConfig)
+    disc: DiscConfig = dataclasses.field(default_factory=DiscConfig)
+    fleet: FleetConfig = dataclasses.field(default_factory=FleetConfig)
+    bc: BCConfig = dataclasses.field(default_factory=BCConfig)
+
+    @property
+    def total_envs(self) -> int:
+        return self.fleet.actors * self.fleet.envs_per_actor if self.fleet.actors else self.n_envs
+
+    @property
+    def round_steps(self) -> int:
+        return self.ppo.n_steps * self.total_envs
+
+    @property
+    def total_rounds(self) -> int:
+        return -(-self.total_steps // self.round_steps)
+
+    def every(self, setting: int, auto_count: int) -> int:
+        """Rounds between events for `eval_every`/`checkpoint_every` (0: only at the end)."""
+        return max(1, self.total_rounds // auto_count) if setting == -1 else setting
+
+    def check(self) -> None:
+        """Settings that are impossible together; one line naming them."""
+        p, d, fl = self.ppo, self.disc, self.fleet
+        if fl.max_policy_lag and (fl.actors == 0 or fl.kind == "ray"):
+            raise ConfigError("'fleet.max_policy_lag: 1' needs actor processes ('fleet.actors' >= 1, 'fleet.kind: local')")
+        if fl.kind == "ray" and fl.actors == 0:
+            raise ConfigError("'fleet.kind: ray' needs 'fleet.actors' >= 1 (the number of Ray actors)")
+        if fl.listen and fl.actors == 0:
+            raise ConfigError("'fleet.listen' needs 'fleet.actors' >= 1 (the number of fragment slots per round)")
+        if self.total_envs > 4096 or self.round_steps > 1 << 24:
+            raise ConfigError(f"a round of {self.total_envs} envs x {p.n_steps} steps ({self.round_steps:,} transitions) is "
+                              "beyond what gailkit holds in memory (4,096 envs and 16,777,216 transitions at most)")
+        if p.batch_size > self.round_steps:
+            raise ConfigError(f"'ppo.batch_size' {p.batch_size} exceeds a round's n_steps * envs = {self.round_steps}")
+        if p.use_sde:
+            raise ConfigError("'ppo.use_sde': gSDE is not supported by the GAIL generator; set it to false")
+        if not d.use_action and not d.use_next_state:
+            raise ConfigError("'disc.use_action' and 'disc.use_next_state' are both false: the discriminator would see only obs")
+
+
+@dataclasses.dataclass
+class ExpertConfig(_Checked):
+    """How `gailkit expert train` trains an SB3 PPO expert."""
+
+    env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
+    total_timesteps: int = _f(100_000, GE1)
+    n_envs: int = _f(8, GE1)
+    seed: int = 0
+    eval_episodes: int = _f(20, GE1)
+    normalize_obs: bool = False
+    """Normalize observations with SB3's VecNormalize while training; the statistics are then copied
+    into the policy network (`NormalizedFlatten`), so the saved expert takes raw observations."""
+    normalize_reward: bool = False
+    """Scale rewards by VecNormalize's running return statistics while training (rl-zoo3's `normalize`)."""
+    ppo: PPOConfig = dataclasses.field(default_factory=PPOConfig)

@@ -1,0 +1,118 @@
+"""A run directory's layout, and every read and write of its checkpoints.
+
+    config.yaml              the resolved settings
+    metrics.csv              one row per round (`metrics.MetricsLog`)
+    tensorboard/             the same scalars for TensorBoard
+    checkpoints/round_*.pt   every `checkpoint_every` rounds and at the end; the newest KEEP kept
+    best/checkpoint.pt       the best evaluation (highest return; lowest action error for envs
+                             with a scripted expert)
+    final/checkpoint.pt      the end of a run that was not interrupted
+    plots/                   from `gailkit evaluate`
+
+Every file is written atomically; `clean()` removes temp files whose writer died.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from gailkit import checkpoint, config, fsutil
+from gailkit.checkpoint import CheckpointError, RunState
+from gailkit.config import TrainConfig
+from gailkit.errors import ConfigError
+
+KEEP = 3
+
+
+class RunDir:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.created = False
+        self.config = self.path / "config.yaml"
+        self.metrics = self.path / "metrics.csv"
+        self.tensorboard = self.path / "tensorboard"
+        self.checkpoints = self.path / "checkpoints"
+        self.plots = self.path / "plots"
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    def slot(self, which: str) -> Path:
+        """The checkpoint file of `best` or `final`."""
+        return self.path / which / "checkpoint.pt"
+
+    def is_run(self) -> bool:
+        return self.config.is_file()
+
+    def check_new(self) -> None:
+        """A new run needs a new or empty folder: an existing one is never written into, nor removed."""
+        if self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
+            what = "a run" if self.is_run() else "not empty"
+            raise ConfigError(f"--run-dir {self.path}: exists and is {what}; choose another folder"
+                              + (f" or continue it with --resume {self.path}" if self.is_run() else ""))
+
+    def create(self, cfg: TrainConfig) -> None:
+        self.check_new()
+        self.created = not self.path.exists()
+        self.path.mkdir(parents=True, exist_ok=True)
+        config.save_yaml(cfg, self.config)
+
+    def remove(self) -> None:
+        """Remove the folder, only if this process created it (a start that failed)."""
+        if self.created:
+            shutil.rmtree(self.path, ignore_errors=True)
+            self.created = False
+
+    def clean(self) -> list[Path]:
+        """Remove temp files of atomic writes left by processes that are gone."""
+        return fsutil.clean_stale(self.path)
+
+    def save(self, state: RunState, which: str = "round") -> Path:
+        """`round`: checkpoints/round_<n>.pt, keeping the newest KEEP; `best` or `final`: their slot."""
+        if which == "round":
+            path = checkpoint.save(self.checkpoints / f"round_{state.round:06d}.pt", state)
+            for old in self.round_checkpoints()[:-KEEP]:
+                old.unlink(missing_ok=True)
+            return path
+        return checkpoint.save(self.slot(which), state)
+
+    def round_checkpoints(self) -> list[Path]:
+        return sorted(self.checkpoints.glob("round_*.pt"))
+
+    def latest(self, device: str = "cpu", log: Callable[[str], None] = print) -> tuple[RunState, Path]:
+        """The newest readable round checkpoint; unreadable newer ones are skipped, and said so."""
+        found = self.round_checkpoints()
+        if not found:
+            raise CheckpointError(f"{self.path}: no checkpoints/round_*.pt to resume from")
+        problems = []
+        for path in reversed(found):
+            try:
+                state = checkpoint.load(path, device)
+            except CheckpointError as e:
+                problems.append(str(e))
+                continue
+            for problem in problems:
+                log(f"gailkit: warning: skipped {problem}")
+            return state, path
+        raise CheckpointError(f"{self.path}: no readable checkpoint ({'; '.join(problems)})")
+
+    def find(self, which: str) -> Path:
+        """The checkpoint file for `best`, `final` or `latest`; best and final fall back to the newest."""
+        if which in ("best", "final") and self.slot(which).is_file():
+            return self.slot(which)
+        found = self.round_checkpoints()
+        if not found:
+            raise CheckpointError(f"{self.path}: no {which}/checkpoint.pt and no checkpoints/round_*.pt")
+        return found[-1]
+
+
+def resolve(source: str | Path, which: str = "best") -> Path:
+    """A checkpoint file from a run directory (`best`, `final`, `latest`) or a .pt path."""
+    source = Path(source)
+    if source.is_file():
+        return source
+    if not source.is_dir():
+        raise CheckpointError(f"{source}: no such run directory or checkpoint file")
+    return RunDir(source).find(which)

@@ -1,0 +1,145 @@
+"""`Run`: everything one training run is made of, built from the settings before any file is written.
+
+`Run.prepare` checks the settings, resolves the device and the env, loads and validates the demos,
+fixes the reward function and the reference returns, builds the learner and the fleet, and reads
+the checkpoint to resume from; nothing is written and nothing is started. `Run.start` starts the
+fleet and only then creates the run directory (or cleans and continues it), so a start that fails
+(a busy port, a bad key file) leaves no folder behind. `Run.stop` always stops the fleet.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch as th
+
+from gailkit import config, demos, envs
+from gailkit.checkpoint import RANDOM_EPISODES, Best, References, RunState
+from gailkit.config import TrainConfig
+from gailkit.discriminator import Discriminator, choose_reward_fn
+from gailkit.errors import ConfigError
+from gailkit.fleet import Fleet, make_fleet
+from gailkit.generator import Generator
+from gailkit.learner import Learner, expert_data
+from gailkit.rundir import RunDir
+
+def resolve_device(name: str) -> th.device:
+    if name == "auto":
+        return th.device("cuda" if th.cuda.is_available() else "cpu")
+    try:
+        device = th.device(name)
+    except RuntimeError:
+        raise ConfigError(f"'device': unknown device {name!r} (auto, cpu, cuda, cuda:N)") from None
+    if device.type == "cuda" and not th.cuda.is_available():
+        raise ConfigError(f"'device': {name} asked for, but torch sees no CUDA device (use --device auto or cpu)")
+    return device
+
+
+def _rng_state(rng: np.random.Generator | None = None) -> dict[str, Any]:
+    np_state = np.random.get_state()
+    return {"torch": th.get_rng_state(), "python": random.getstate(),
+            "numpy_global": [np_state[0], th.as_tensor(np_state[1].astype(np.int64)), *np_state[2:]],
+            "cuda": th.cuda.get_rng_state_all() if th.cuda.is_available() else []}
+
+
+def _set_rng_state(s: dict[str, Any]) -> None:
+    th.set_rng_state(s["torch"])
+    random.setstate(s["python"])
+    g = s["numpy_global"]
+    np.random.set_state((g[0], g[1].numpy().astype(np.uint32), *g[2:]))
+    if s["cuda"] and th.cuda.is_available():
+        th.cuda.set_rng_state_all(s["cuda"])
+
+
+class Run:
+    def __init__(self, cfg: TrainConfig, run_dir: RunDir, learner: Learner, fleet: Fleet, spaces, reward_fn: str,
+                 references: References, expert_demos: demos.Demos, device: th.device,
+                 resume_from: RunState | None, log: Callable[[str], None]):
+        self.cfg, self.dir, self.learner, self.fleet, self.spaces = cfg, run_dir, learner, fleet, spaces
+        self.reward_fn, self.references, self.expert_demos, self.device = reward_fn, references, expert_demos, device
+        self.resume_from, self.log = resume_from, log
+        scripted = envs.scripted_experts(cfg.env.id).get("scripted")
+        self.best = resume_from.best if resume_from else Best("action_error" if scripted else "return")
+        self.started = False
+
+    @classmethod
+    def prepare(cls, cfg: TrainConfig, run_dir: RunDir, resume: bool = False, log: Callable[[str], None] = print,
+                allow_code: bool = True, interrupt: threading.Event | None = None) -> Run:
+        cfg.check()
+        device = resolve_device(cfg.device)
+        if not resume:
+            run_dir.check_new()
+        state = run_dir.latest(log=log)[0] if resume else None
+        spaces = envs.spaces(cfg.env, allow_code, source=str(run_dir.config))
+        expert_demos = demos.load(cfg.demos, env_id=cfg.env.id, spaces=spaces, unsafe_pickle=cfg.unsafe_pickle)
+        th.manual_seed(cfg.seed)
+        np.random.seed(cfg.seed)
+        random.seed(cfg.seed)
+        rng = np.random.default_rng(cfg.seed)
+        if state is not None:
+            reward_fn, references = state.reward_fn, state.references
+        else:
+            terminated_fraction = float(expert_demos.terminated.sum()) / max(1, expert_demos.n_episodes)
+            reward_fn = choose_reward_fn(cfg.disc.reward_fn, terminated_fraction)
+            references = cls._references(cfg, spaces, expert_demos, allow_code)
+        generator = Generator(*spaces, cfg.ppo, cfg.normalize_obs, cfg.total_envs, device, cfg.seed)
+        disc = Discriminator(*spaces, cfg.disc, device, reward_fn)
+        expert = expert_data(disc, expert_demos.obs, expert_demos.acts, expert_demos.next_obs, expert_demos.terminated)
+        if cfg.normalize_obs:
+            from gailkit import policy
+
+            policy.normalizer(generator.policy).update(th.as_tensor(np.array(expert_demos.obs)))
+        learner = Learner(cfg, generator, disc, expert, rng)
+        fleet = make_fleet(cfg, spaces, interrupt, allow_code)
+        return cls(cfg, run_dir, learner, fleet, spaces, reward_fn, references, expert_demos, device, state, log)
+
+    @staticmethod
+    def _references(cfg: TrainConfig, spaces, expert_demos: demos.Demos, allow_code: bool) -> References:
+        expert_return, source = demos.expert_reference(expert_demos)
+        act_space = spaces[1]
+        seed = cfg.seed + 1_000_000
+        act_space.seed(seed)
+        episodes = max(RANDOM_EPISODES, cfg.eval_episodes)
+        random_return = envs.run_episodes(lambda obs: act_space.sample(), cfg.env, episodes, seed,
+                                          allow_code=allow_code)["return_mean"]
+        return References(expert_return, source, random_return, episodes, seed)
+
+    def start(self) -> None:
+        """Start the fleet, then create (or continue) the run directory and restore a resumed state."""
+        self.fleet.start()
+        self.started = True
+        if self.resume_from is not None:
+            for path in self.dir.clean():
+                self.log(f"gailkit: removed {path}, a temp file of a write that never finished")
+            self.learner.load_state_dict(self.resume_from.learner)
+            self.fleet.load_state(self.resume_from.fleet)
+            _set_rng_state(self.resume_from.rng)
+        else:
+            self.dir.create(self.cfg)
+
+    def stop(self) -> None:
+        if self.started:
+            self.started = False
+            self.fleet.stop()
+
+    def state(self) -> RunState:
+        return RunState(round=self.learner.version, env_steps=self.learner.env_steps, config=config.to_dict(self.cfg),
+                        spaces={"observation": demos.space_to_json(self.spaces[0]),
+                                "action": demos.space_to_json(self.spaces[1])},
+                        reward_fn=self.reward_fn, references=self.references, best=self.best,
+                        learner=self.learner.state_dict(), fleet=self.fleet.state(), rng=_rng_state())
+
+    def save(self, which: str = "round") -> Any:
+        return self.dir.save(self.state(), which)
+
+    @property
+    def target_steps(self) -> int:
+        """`total_steps` rounded up to whole rounds."""
+        return self.cfg.total_rounds * self.cfg.round_steps
+
+
+__all__ = ["Run", "resolve_device"]

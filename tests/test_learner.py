@@ -1,0 +1,114 @@
+"""The learner on its own: a round trains both nets, its declared state continues exactly, absorbing
+states, replay, critic warm-up, and divergence caught before weights leave."""
+
+import numpy as np
+import pytest
+import torch as th
+
+from gailkit import envs, policy, train
+from gailkit.actor import Actor, ActorSpec
+from gailkit.discriminator import Discriminator
+from gailkit.generator import Generator
+from gailkit.learner import Learner, TrainingDiverged, expert_data
+
+
+def _learner(cartpole_demos, *overrides, seed=0):
+    cfg = train.train_config("CartPole-v1", "data/", None, ["n_envs=2", *overrides], preset="tiny")
+    spaces = envs.spaces(cfg.env)
+    th.manual_seed(seed)
+    gen = Generator(*spaces, cfg.ppo, cfg.normalize_obs, 2, "cpu", seed)
+    disc = Discriminator(*spaces, cfg.disc, "cpu", "gail")
+    d = cartpole_demos
+    return Learner(cfg, gen, disc, expert_data(disc, d.obs, d.acts, d.next_obs, d.terminated), np.random.default_rng(seed))
+
+
+def _fragments(learner, seed=0, version=None):
+    a = Actor(ActorSpec(learner.cfg.env, learner.cfg.ppo, learner.cfg.normalize_obs, n_envs=2, seed=seed))
+    a.start()
+    a.set_weights(learner.weights())
+    frag = a.sample(learner.cfg.ppo.n_steps)
+    a.stop()
+    if version is not None:
+        import dataclasses
+
+        frag = dataclasses.replace(frag, policy_version=version)
+    return [frag]
+
+
+def test_a_round_trains_both_nets_and_counts(cartpole_demos):
+    lrn = _learner(cartpole_demos)
+    gen_before = {k: v.clone() for k, v in lrn.generator.policy.state_dict().items()}
+    disc_before = {k: v.clone() for k, v in lrn.disc.net.state_dict().items()}
+    stats = lrn.round(_fragments(lrn))
+    assert lrn.version == 1 and lrn.env_steps == 64
+    assert not th.equal(gen_before["action_net.weight"], lrn.generator.policy.state_dict()["action_net.weight"])
+    assert not th.equal(disc_before["mlp.dense0.weight"], lrn.disc.net.state_dict()["mlp.dense0.weight"])
+    for key in ("disc/loss", "disc/acc_expert", "train/loss", "train/approx_kl", "time/ppo_s", "disc/reward_mean"):
+        assert key in stats, key
+
+
+def test_fragments_of_another_version_are_refused(cartpole_demos):
+    lrn = _learner(cartpole_demos)
+    with pytest.raises(ValueError, match="fragments of versions \\[5\\]"):
+        lrn.round(_fragments(lrn, version=5))
+
+
+def test_state_dict_continues_exactly(cartpole_demos):
+    a = _learner(cartpole_demos, "disc.replay_rounds=2")
+    a.round(_fragments(a, 1))
+    a.round(_fragments(a, 2, version=1))
+    saved = a.state_dict()
+    b = _learner(cartpole_demos, "disc.replay_rounds=2", seed=99)  # other seeds: everything must come from the state
+    b.load_state_dict(saved)
+    assert b.version == 2 and len(b.replay) == 2
+    frags = _fragments(a, 3, version=2)
+    th.manual_seed(5), np.random.seed(5)  # SB3 shuffles minibatches with the global RNGs (RunState.rng keeps them)
+    a.round(frags)
+    th.manual_seed(5), np.random.seed(5)
+    b.round(frags)
+    for (k, x), y in zip(a.generator.policy.state_dict().items(), b.generator.policy.state_dict().values()):
+        assert th.equal(x, y), k
+    for (k, x), y in zip(a.disc.net.state_dict().items(), b.disc.net.state_dict().values()):
+        assert th.equal(x, y), k
+
+
+def test_absorbing_rows_join_both_pools_and_value_terminations(cartpole_demos):
+    lrn = _learner(cartpole_demos, "disc.absorbing=true", "disc.n_disc_updates_per_round=8")
+    n_terminated = int(cartpole_demos.terminated.sum())
+    assert n_terminated == 3 and len(lrn.expert.inputs) == len(cartpole_demos) + n_terminated
+    assert (lrn.expert.inputs[-n_terminated:, -2:] == 1).all()  # the absorbing rows: both flags set
+    seen = []
+    original = lrn.disc.train_step
+    lrn.disc.train_step = lambda e, g: (seen.append(g), original(e, g))[1]
+    frags = _fragments(lrn)
+    stats = lrn.round(frags)
+    assert "disc/reward_absorbing" in stats
+    if frags[0].terminated.any():
+        assert any((g[:, -2] == 1).any() for g in seen)  # generator absorbing rows were sampled
+
+
+def test_critic_warmup_keeps_the_policy(cartpole_demos):
+    lrn = _learner(cartpole_demos, "bc.critic_warmup_rounds=1")
+    before = {k: v.clone() for k, v in lrn.generator.policy.state_dict().items()}
+    lrn.round(_fragments(lrn))
+    after = lrn.generator.policy.state_dict()
+    assert th.equal(before["action_net.weight"], after["action_net.weight"])
+    assert not th.equal(before["value_net.weight"], after["value_net.weight"])
+    lrn.round(_fragments(lrn, version=1))
+    assert not th.equal(before["action_net.weight"], lrn.generator.policy.state_dict()["action_net.weight"])
+
+
+def test_diverged_weights_never_leave_the_learner(cartpole_demos):
+    lrn = _learner(cartpole_demos)
+    with th.no_grad():
+        lrn.generator.policy.action_net.weight.fill_(float("nan"))
+    with pytest.raises(TrainingDiverged, match="round 0: the policy's weights hold NaN"):
+        lrn.weights()
+
+
+def test_behaviour_cloning_needs_actions(cartpole_demos):
+    lrn = _learner(cartpole_demos, "bc.epochs=2")
+    assert set(lrn.behaviour_clone()) == {"bc/loss_first", "bc/loss_last"}
+    lrn.expert.acts = None
+    assert lrn.behaviour_clone() == {}
+    assert policy.normalizer(lrn.generator.policy) is not None
