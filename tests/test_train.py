@@ -235,3 +235,23 @@ def test_metrics_survive_a_resumed_run_killed_before_its_first_round(tmp_path):
     rows = metrics.read_rows(run / "metrics.csv")
     assert [r["round"] for r in rows[:last_ckpt]] == [r["round"] for r in kept[:last_ckpt]] and len(rows) >= last_ckpt
     assert not (run / "checkpoints" / ".round_000099.pt.999999.abcdefgh.tmp").exists()  # stale temp cleaned at start
+
+
+@pytest.mark.parametrize("env_id", ["Acrobot-v1", "Hopper-v4", "Hopper-v5", "HalfCheetah-v5", "Pendulum-v1"])
+def test_todays_envs_make_and_train(tmp_path, env_id):
+    """gymnasium 1.x with numpy 2: Acrobot (which used np.float_ under gymnasium 0.29) and MuJoCo v4 and v5."""
+    if env_id.startswith(("Hopper", "HalfCheetah")):
+        pytest.importorskip("mujoco")  # the extra gailkit[mujoco]; the set-up installs it
+    import gymnasium as gym
+    import numpy as np
+
+    from gailkit import demos, envs, experts
+
+    space = envs.spaces(env_id)[1]
+    space.seed(0)
+    d = experts.record(lambda obs: space.sample(), env_id, episodes=2, seed=0, source="random")
+    path = demos.save(d, tmp_path / "d.arrow")
+    s = train.train(tiny_config(path, env_id, ["total_steps=64", "disc.absorbing=true"]), tmp_path / "run", quiet=True,
+                    log=lambda m: None)
+    assert s["rounds"] == 1 and np.isfinite(s["return_mean"])
+    assert gym.__version__ >= "1" and np.__version__ >= "2"

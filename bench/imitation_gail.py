@@ -1,0 +1,114 @@
+"""imitation 1.0.1's GAIL with its own tuned settings, run in the imitation environment (.venv-imitation).
+
+    .venv-imitation/bin/python bench/imitation_gail.py --env Hopper-v4 --demos data/hopper.arrow --seed 0 \
+        --steps 1000000 --eval-every-steps 20000 --eval-episodes 10 --eval-seed 1000000 --out run.json
+
+Called by bench/gail_vs_imitation.py; not a gailkit feature. The settings are imitation's own, from
+`imitation/scripts/config/tuned_hps/gail_seals_<env>_best_hp_eval.json` inside the installed
+package (tuned on the seals/ versions of the envs), built the way imitation's `train_adversarial`
+script builds them: PPO with RunningNorm-normalized features, a BasicRewardNet with RunningNorm
+inputs wrapped in a NormalizedRewardNet, 8 envs (`rl.batch_size` = n_steps x 8). The demos are
+read with gailkit's loader (imitation's own is 170x slower) and handed over as imitation
+trajectories. Evaluation: deterministic policy, episodes seeded `eval_seed + i`, every
+`eval_every_steps` env steps; its time is left out of the wall-clock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch as th
+
+TUNED = {"Hopper": "hopper", "HalfCheetah": "half_cheetah", "Walker2d": "walker", "Ant": "ant", "Swimmer": "swimmer"}
+
+
+def tuned_settings(env_id: str) -> dict:
+    import imitation
+
+    name = TUNED[env_id.split("-")[0]]
+    path = Path(imitation.__file__).parent / "scripts" / "config" / "tuned_hps" / f"gail_seals_{name}_best_hp_eval.json"
+    return json.loads(path.read_text())
+
+
+def _cls(spec):
+    import importlib
+
+    module, _, name = spec["py/type"].rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--env", required=True)
+    p.add_argument("--demos", required=True)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--steps", type=int, default=1_000_000)
+    p.add_argument("--eval-every-steps", type=int, default=20_000)
+    p.add_argument("--eval-episodes", type=int, default=10)
+    p.add_argument("--eval-seed", type=int, default=1_000_000)
+    p.add_argument("--n-envs", type=int, default=8)
+    p.add_argument("--out", type=Path, required=True)
+    args = p.parse_args()
+
+    from imitation.algorithms.adversarial.gail import GAIL
+    from imitation.rewards.reward_nets import BasicRewardNet, NormalizedRewardNet
+    from imitation.util.networks import RunningNorm
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from gailkit import demos, envs
+    from gailkit.demos.imitation_adapter import to_trajectories
+
+    hp = tuned_settings(args.env)
+    obs_space, act_space = envs.spaces(args.env)
+    d = demos.load(args.demos, env_id=args.env, spaces=(obs_space, act_space))
+    factory = envs.make_factory(args.env)
+    venv = DummyVecEnv([factory] * args.n_envs)
+    venv.seed(args.seed)
+    rl = hp["rl"]
+    pk = dict(hp["policy"]["policy_kwargs"])
+    policy_kwargs = {}
+    if "activation_fn" in pk:
+        policy_kwargs["activation_fn"] = _cls(pk["activation_fn"])
+    if "net_arch" in pk:
+        policy_kwargs["net_arch"] = pk["net_arch"][0] if isinstance(pk["net_arch"], list) else pk["net_arch"]
+    if "features_extractor_class" in pk:
+        policy_kwargs["features_extractor_class"] = _cls(pk["features_extractor_class"])
+        policy_kwargs["features_extractor_kwargs"] = {"normalize_class": _cls(pk["features_extractor_kwargs"]["normalize_class"])}
+    policy = hp["policy"]["policy_cls"]
+    policy = _cls(policy) if isinstance(policy, dict) else policy
+    learner = PPO(policy, venv, n_steps=rl["batch_size"] // args.n_envs, seed=args.seed, device="cpu",
+                  policy_kwargs=policy_kwargs, **rl["rl_kwargs"])
+    reward_net = BasicRewardNet(obs_space, act_space, normalize_input_layer=RunningNorm)
+    if hp["reward"].get("normalize_output_layer"):
+        reward_net = NormalizedRewardNet(reward_net, _cls(hp["reward"]["normalize_output_layer"]))
+    trainer = GAIL(demonstrations=to_trajectories(d), venv=venv, gen_algo=learner, reward_net=reward_net,
+                   allow_variable_horizon=True, init_tensorboard=False, **hp["algorithm_kwargs"])
+
+    def act(obs):
+        return learner.predict(obs, deterministic=True)[0]
+
+    curve, state = [], {"eval": 0.0, "next": args.eval_every_steps, "start": time.perf_counter()}
+
+    def callback(round_num: int) -> None:
+        done = (round_num + 1) * learner.n_steps * venv.num_envs
+        if done >= state["next"] or done >= args.steps:
+            t0 = time.perf_counter()
+            ret = envs.run_episodes(act, args.env, args.eval_episodes, args.eval_seed)["return_mean"]
+            state["eval"] += time.perf_counter() - t0
+            curve.append((done, time.perf_counter() - state["start"] - state["eval"], ret))
+            state["next"] = done + args.eval_every_steps
+
+    th.manual_seed(args.seed)
+    np.random.seed(args.seed)
+    trainer.train(args.steps, callback=callback)
+    args.out.write_text(json.dumps({"curve": curve, "settings": hp["rl"], "disc": hp["algorithm_kwargs"],
+                                    "per_round_steps": learner.n_steps * venv.num_envs}))
+
+
+if __name__ == "__main__":
+    main()
