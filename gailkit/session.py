@@ -9,6 +9,7 @@ fleet and only then creates the run directory (or cleans and continues it), so a
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import threading
 from collections.abc import Callable
@@ -55,6 +56,16 @@ def _set_rng_state(s: dict[str, Any]) -> None:
         th.cuda.set_rng_state_all(s["cuda"])
 
 
+def observation_only(cfg: TrainConfig) -> TrainConfig:
+    """Settings for demos without actions: a state-transition discriminator on (obs, next_obs) (GAIfO,
+    Torabi et al. 2018); settings that need the expert's actions are refused."""
+    if cfg.bc.epochs:
+        raise ConfigError("'bc.epochs': behaviour cloning needs the expert's actions, and these demos have none")
+    if cfg.disc.net == "imitation" and not cfg.disc.use_next_state:
+        raise ConfigError("'disc.net: imitation' with demos without actions needs 'disc.use_next_state: true'")
+    return dataclasses.replace(cfg, disc=dataclasses.replace(cfg.disc, use_action=False, use_next_state=True))
+
+
 class Run:
     def __init__(self, cfg: TrainConfig, run_dir: RunDir, learner: Learner, fleet: Fleet, spaces, reward_fn: str,
                  references: References, expert_demos: demos.Demos, device: th.device,
@@ -76,6 +87,8 @@ class Run:
         state = run_dir.latest(log=log)[0] if resume else None
         spaces = envs.spaces(cfg.env, allow_code, source=str(run_dir.config))
         expert_demos = demos.load(cfg.demos, env_id=cfg.env.id, spaces=spaces, unsafe_pickle=cfg.unsafe_pickle)
+        if not expert_demos.has_actions:
+            cfg = observation_only(cfg)
         th.manual_seed(cfg.seed)
         np.random.seed(cfg.seed)
         random.seed(cfg.seed)

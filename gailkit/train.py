@@ -212,7 +212,10 @@ class Progress(Hook):
             rounds += f" = {run.target_steps:,} (total_steps {cfg.total_steps:,} rounded up to whole rounds)"
         self.log(f"gailkit train: {cfg.env.id}, {len(run.expert_demos):,} expert transitions "
                  f"({run.expert_demos.n_episodes} episodes), expert return {expert}, random return "
-                 f"{refs.random_return:.1f}, reward {run.reward_fn}, device {run.device}, {rounds}, run {run.dir}"
+                 f"{refs.random_return:.1f}, reward {run.reward_fn}"
+                 + ("" if run.expert_demos.has_actions else ", demos without actions: learning from observation with a "
+                    "discriminator on (obs, next_obs)")
+                 + f", device {run.device}, {rounds}, run {run.dir}"
                  + (f", resuming at round {run.learner.version}" if run.resume_from else ""))
         if not self.quiet:
             from tqdm import tqdm

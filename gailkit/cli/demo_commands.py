@@ -29,13 +29,21 @@ def add_parsers(sub, cmd) -> None:
     p.set_defaults(func=cmd("demo_commands:inspect"))
 
     p = dem.add_parser("convert", help="convert demos between formats (lossless), written atomically")
-    p.add_argument("src", type=Path, help="a demo file or folder")
-    p.add_argument("dst", type=Path, help=".arrow, .feather, .parquet, .pkl, or a folder name (imitation dataset)")
+    p.add_argument("src", type=Path, help="a demo file or folder, or minari:DATASET_ID")
+    p.add_argument("dst", type=Path, help=".arrow, .feather, .parquet, .pkl, a folder name (imitation dataset), or "
+                   "minari:DATASET_ID (a Minari dataset in the local Minari root)")
     p.add_argument("--env", help="take only this env's demos from a folder, validated against its spaces")
     p.add_argument("--pickle-layout", choices=["dict", "trajectories"], default="dict",
                    help="for .pkl output: a dict of arrays (lossless) or a list of imitation trajectories")
+    p.add_argument("--minari-format", choices=["hdf5", "arrow"], default="hdf5", help="for minari: output, its storage")
     p.add_argument("--unsafe-pickle", action="store_true", help="unpickle with the plain unpickler (only for trusted files)")
     p.set_defaults(func=cmd("demo_commands:convert"))
+
+    p = dem.add_parser("strip-actions", help="write the same demos without actions (for learning from observation)")
+    p.add_argument("src", type=Path, help="a demo file or dataset")
+    p.add_argument("dst", type=Path, help=".arrow, .feather, .parquet or .pkl")
+    p.add_argument("--unsafe-pickle", action="store_true", help="unpickle with the plain unpickler (only for trusted files)")
+    p.set_defaults(func=cmd("demo_commands:strip_actions"))
 
 
 def record(args: argparse.Namespace) -> int:
@@ -105,6 +113,18 @@ def convert(args: argparse.Namespace) -> int:
         demos.check(d, None)
     else:
         d = demos.load(args.src, env_id=args.env, spaces=envs.spaces(args.env), unsafe_pickle=args.unsafe_pickle)
-    demos.save(d, args.dst, pickle_layout=args.pickle_layout)
+    demos.save(d, args.dst, pickle_layout=args.pickle_layout, minari_format=args.minari_format)
     print(f"wrote {args.dst}: {d.n_episodes} episodes, {len(d)} transitions")
+    return 0
+
+
+def strip_actions(args: argparse.Namespace) -> int:
+    from gailkit import demos
+
+    files = demos.discover(args.src)
+    if len(files) != 1:
+        raise demos.DemoError(f"{args.src}: strip-actions takes one demo file or dataset, found {len(files)}")
+    d = demos.check(demos.load_file(files[0], args.unsafe_pickle))
+    demos.save(demos.strip_actions(d), args.dst)
+    print(f"wrote {args.dst}: {d.n_episodes} episodes, {len(d)} transitions, observations only (no actions)")
     return 0

@@ -11,14 +11,14 @@ from pathlib import Path
 import gymnasium as gym
 
 from gailkit import __version__
-from gailkit.demos import arrow_io, pickle_io
+from gailkit.demos import arrow_io, minari_io, pickle_io
 from gailkit.demos.core import Demos, DemoMeta, concat, describe_space, space_from_json, space_to_json
 from gailkit.demos.validate import DemoWarning, check, check_structure, fits, validate
 from gailkit.errors import DemoError
 
 __all__ = [
     "Demos", "DemoMeta", "DemoError", "DemoWarning", "load", "load_file", "discover", "save",
-    "validate", "check", "summarize", "expert_reference", "space_to_json", "space_from_json", "describe_space", "format_of",
+    "validate", "check", "summarize", "expert_reference", "strip_actions", "space_to_json", "space_from_json", "describe_space", "format_of",
 ]
 
 SUFFIXES = {".arrow": "arrow", ".feather": "arrow", ".ipc": "arrow", ".parquet": "parquet",
@@ -26,7 +26,9 @@ SUFFIXES = {".arrow": "arrow", ".feather": "arrow", ".ipc": "arrow", ".parquet":
 
 
 def format_of(path: Path) -> str | None:
-    """`arrow`, `parquet`, `pickle`, `imitation-dataset`, or None for files that are not demos."""
+    """`arrow`, `parquet`, `pickle`, `imitation-dataset`, `minari`, or None for files that are not demos."""
+    if str(path).startswith(minari_io.PREFIX) or (path.is_dir() and minari_io.is_dataset(path)):
+        return "minari"
     if arrow_io.is_imitation_dataset(path):
         return "imitation-dataset"
     return SUFFIXES.get(path.suffix.lower()) if path.is_file() else None
@@ -34,10 +36,12 @@ def format_of(path: Path) -> str | None:
 
 def discover(path: str | Path) -> list[Path]:
     """Demo files under `path` (a file, an imitation dataset folder, or a folder searched recursively)."""
+    if str(path).startswith(minari_io.PREFIX):
+        return [minari_io.resolve(path)]
     path = Path(path)
     if not path.exists():
         raise DemoError(f"{path}: no such file or folder")
-    if path.is_file() or arrow_io.is_imitation_dataset(path):
+    if path.is_file() or arrow_io.is_imitation_dataset(path) or minari_io.is_dataset(path):
         if format_of(path) is None:
             raise DemoError(f"{path}: unknown demo format (expected {', '.join(sorted(SUFFIXES))} or an imitation dataset folder)")
         return [path]
@@ -45,7 +49,7 @@ def discover(path: str | Path) -> list[Path]:
     for child in sorted(path.iterdir()):
         if child.name.startswith("."):
             continue  # temp files of atomic writes, hidden files
-        if child.is_dir() and not arrow_io.is_imitation_dataset(child):
+        if child.is_dir() and not arrow_io.is_imitation_dataset(child) and not minari_io.is_dataset(child):
             found.extend(discover(child))
         elif format_of(child) is not None:
             found.append(child)
@@ -62,6 +66,8 @@ def load_file(path: str | Path, unsafe_pickle: bool = False) -> Demos:
         d = pickle_io.read(path, unsafe=unsafe_pickle)
     elif fmt == "imitation-dataset":
         d = arrow_io.read_imitation_dataset(path)
+    elif fmt == "minari":
+        d = minari_io.read(path)
     else:
         d = arrow_io.read(path, fmt)
     check_structure(d)
@@ -75,6 +81,8 @@ def _peek_env_id(path: Path, unsafe_pickle: bool) -> tuple[str | None, Demos | N
         return arrow_io.read_meta(path, fmt).env_id, None
     if fmt == "pickle":
         return pickle_io.peek_env_id(path), None
+    if fmt == "minari":
+        return minari_io.peek_env_id(path), None
     d = load_file(path, unsafe_pickle)
     return d.meta.env_id, d
 
@@ -104,7 +112,8 @@ def load(
         if env_id is not None and file_env is None and spaces is not None and not fits(d, *spaces):
             if len(files) == 1:
                 validate(d, *spaces)  # raises with the exact mismatch
-            held.append(f"{f.name} (no env id; obs {d.obs.shape[1:]}, acts {d.acts.shape[1:]})")
+            acts = "none" if d.acts is None else d.acts.shape[1:]
+            held.append(f"{f.name} (no env id; obs {d.obs.shape[1:]}, acts {acts})")
             continue
         chosen.append(validate(d, *spaces) if spaces is not None else d)
     if not chosen:
@@ -122,11 +131,14 @@ def load(
     return concat(chosen, meta)
 
 
-def save(d: Demos, path: str | Path, pickle_layout: str = "dict") -> Path:
-    """Write `d` by the suffix of `path`; a path without a suffix becomes an imitation dataset folder."""
+def save(d: Demos, path: str | Path, pickle_layout: str = "dict", minari_format: str = "hdf5") -> Path:
+    """Write `d` by the suffix of `path`; a path without a suffix becomes an imitation dataset folder,
+    `minari:ID` a Minari dataset in the local Minari root."""
     path = Path(path)
     if d.meta.gailkit_version is None:
         d.meta.gailkit_version = __version__
+    if str(path).startswith(minari_io.PREFIX):
+        return minari_io.write(d, str(path), minari_format)
     suffix = path.suffix.lower()
     if suffix == "":
         from gailkit.demos import imitation_adapter
@@ -139,6 +151,13 @@ def save(d: Demos, path: str | Path, pickle_layout: str = "dict") -> Path:
     else:
         raise DemoError(f"{path}: unknown output format '{suffix}' (use {', '.join(sorted(SUFFIXES))} or a folder name)")
     return path
+
+
+def strip_actions(d: Demos) -> Demos:
+    """The same demos without actions (what learning from observation starts from)."""
+    import dataclasses
+
+    return dataclasses.replace(d, acts=None, meta=dataclasses.replace(d.meta, source=f"{d.meta.source or '?'} (actions stripped)"))
 
 
 def expert_reference(d: Demos) -> tuple[float | None, str]:
@@ -170,6 +189,7 @@ def summarize(d: Demos) -> dict:
         "length_std": float(lengths.std()) if len(lengths) else 0.0,
         "observation_space": describe_space(d.meta.observation_space) if d.meta.observation_space
         else f"{tuple(d.obs.shape[1:])} {d.obs.dtype} (no metadata)",
-        "action_space": describe_space(d.meta.action_space) if d.meta.action_space
-        else f"{tuple(d.acts.shape[1:])} {d.acts.dtype} (no metadata)",
+        "actions": d.acts is not None,
+        "action_space": ("no actions" if d.acts is None else describe_space(d.meta.action_space) if d.meta.action_space
+                         else f"{tuple(d.acts.shape[1:])} {d.acts.dtype} (no metadata)"),
     }

@@ -20,7 +20,7 @@ from gailkit.demos.core import Demos, DemoMeta, episode_columns
 from gailkit.errors import DemoError
 
 META_KEY = b"gailkit"
-_REQUIRED = ("obs", "acts", "next_obs")
+_REQUIRED = ("obs", "next_obs")  # `acts` may be absent: demos without actions
 
 
 def _column_to_numpy(table: pa.Table, name: str, path: Path) -> np.ndarray:
@@ -135,6 +135,7 @@ def read(path: Path, fmt: str) -> Demos:
 
 def from_columns(cols: dict[str, np.ndarray], meta: DemoMeta, path: Path | str) -> Demos:
     """Demos from named columns; `dones` stands in for terminated/truncated when those are absent."""
+    cols = {k: v for k, v in cols.items() if v is not None}
     n = len(cols["obs"])
     for name, arr in cols.items():
         if len(arr) != n:
@@ -152,7 +153,7 @@ def from_columns(cols: dict[str, np.ndarray], meta: DemoMeta, path: Path | str) 
         episode_id, step = episode_columns(terminated | truncated)
     rews = cols.get("rews")
     return Demos(
-        obs=cols["obs"], acts=cols["acts"], next_obs=cols["next_obs"],
+        obs=cols["obs"], acts=cols.get("acts"), next_obs=cols["next_obs"],
         terminated=terminated, truncated=truncated, episode_id=episode_id, step=step,
         rews=None if rews is None else np.asarray(rews, np.float32), meta=meta,
     )
@@ -163,11 +164,12 @@ def to_table(demos: Demos) -> pa.Table:
         "episode_id": pa.array(np.asarray(demos.episode_id, np.int64)),
         "step": pa.array(np.asarray(demos.step, np.int64)),
         "obs": arrow_tensors.to_arrow(demos.obs),
-        "acts": arrow_tensors.to_arrow(demos.acts),
         "next_obs": arrow_tensors.to_arrow(demos.next_obs),
         "terminated": pa.array(np.asarray(demos.terminated, bool)),
         "truncated": pa.array(np.asarray(demos.truncated, bool)),
     }
+    if demos.acts is not None:
+        arrays["acts"] = arrow_tensors.to_arrow(demos.acts)
     if demos.rews is not None:
         arrays["rews"] = pa.array(np.asarray(demos.rews, np.float32))
     meta = {META_KEY: json.dumps(demos.meta.to_json()).encode()}
@@ -209,19 +211,19 @@ def read_imitation_dataset(path: Path) -> Demos:
         except (pa.ArrowException, OSError) as e:
             raise DemoError(f"{f}: truncated or corrupt dataset shard ({str(e).splitlines()[0]})") from None
     table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-    for name in ("obs", "acts", "terminal"):
+    for name in ("obs", "terminal"):
         if name not in table.column_names:
             raise DemoError(f"{path}: dataset has no column '{name}' (has: {', '.join(table.column_names)})")
     obs_lists = table.column("obs").combine_chunks()
-    act_lists = table.column("acts").combine_chunks()
     obs_len = obs_lists.value_lengths().to_numpy(zero_copy_only=False)
-    act_len = act_lists.value_lengths().to_numpy(zero_copy_only=False)
+    act_lists = table.column("acts").combine_chunks() if "acts" in table.column_names else None  # absent: no actions
+    act_len = obs_len - 1 if act_lists is None else act_lists.value_lengths().to_numpy(zero_copy_only=False)
     bad = np.flatnonzero(obs_len != act_len + 1)
     if len(bad):
         t = int(bad[0])
         raise DemoError(f"{path}: trajectory {t} has {obs_len[t]} obs for {act_len[t]} acts (needs acts + 1)")
     all_obs = _nested_lists_to_numpy(obs_lists.flatten(), "obs", path)
-    acts = _nested_lists_to_numpy(act_lists.flatten(), "acts", path)
+    acts = None if act_lists is None else _nested_lists_to_numpy(act_lists.flatten(), "acts", path)
     terminal = table.column("terminal").to_numpy(zero_copy_only=False).astype(bool)
     # Row r of trajectory t: obs index = offset_t + r; next_obs = offset_t + r + 1.
     obs_offsets = np.concatenate([[0], np.cumsum(obs_len)[:-1]])

@@ -72,14 +72,15 @@ class Demos:
     """Expert transitions, one row per step, episodes stored contiguously.
 
     Arrays (N transitions):
-      obs, next_obs: (N, *obs_shape); acts: (N, *act_shape);
+      obs, next_obs: (N, *obs_shape); acts: (N, *act_shape), or None for demos without actions
+        (observations only: learning from observation);
       terminated, truncated: (N,) bool, true only on an episode's last step;
       episode_id: (N,) int64; step: (N,) int64, 0.. within the episode;
       rews: (N,) float32 or None (the env's reward as recorded; never used for training).
     """
 
     obs: np.ndarray
-    acts: np.ndarray
+    acts: np.ndarray | None
     next_obs: np.ndarray
     terminated: np.ndarray
     truncated: np.ndarray
@@ -96,10 +97,11 @@ class Demos:
         return self.terminated | self.truncated
 
     def columns(self) -> dict[str, np.ndarray]:
-        cols = {name: getattr(self, name) for name in COLUMNS}
-        if cols["rews"] is None:
-            del cols["rews"]
-        return cols
+        return {name: getattr(self, name) for name in COLUMNS if getattr(self, name) is not None}
+
+    @property
+    def has_actions(self) -> bool:
+        return self.acts is not None
 
     def episode_bounds(self) -> np.ndarray:
         """(E + 1,) row offsets: episode e is rows `[b[e], b[e + 1])`."""
@@ -148,7 +150,7 @@ def concat(parts: list[Demos], meta: DemoMeta) -> Demos:
     has_rews = all(p.rews is not None for p in parts)
     return Demos(
         obs=np.concatenate([p.obs for p in parts]),
-        acts=np.concatenate([p.acts for p in parts]),
+        acts=np.concatenate([p.acts for p in parts]) if all(p.acts is not None for p in parts) else None,
         next_obs=np.concatenate([p.next_obs for p in parts]),
         terminated=np.concatenate([p.terminated for p in parts]),
         truncated=np.concatenate([p.truncated for p in parts]),

@@ -30,9 +30,9 @@ def to_trajectories(demos: Demos) -> list:
     An episode's `terminal` is its last step's `terminated`; obs are the episode's obs plus the
     last next_obs.
     """
-    _, types = _imitation("imitation trajectories")
     if demos.acts is None:
         raise DemoError("imitation's trajectories need actions; these demos have none")
+    _, types = _imitation("imitation trajectories")
     out = []
     bounds = demos.episode_bounds()
     for a, b in zip(bounds[:-1], bounds[1:]):

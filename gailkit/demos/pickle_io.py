@@ -82,11 +82,11 @@ def _array(value: Any, name: str, path: Path, where: str = "") -> np.ndarray:
 
 
 def _from_dict(d: dict, path: Path) -> Demos:
-    for key in ("obs", "acts", "next_obs"):
+    for key in ("obs", "next_obs"):  # `acts` may be absent: demos without actions
         if key not in d:
             raise DemoError(f"{path}: dict has no key '{key}' (has: {', '.join(map(str, d))})")
-    cols = {k: _array(v, k, path) for k, v in d.items()
-            if k in ("obs", "acts", "next_obs", "dones", "terminated", "truncated", "rews", "episode_id", "step")}
+    cols = {k: _array(v, k, path) for k, v in d.items() if v is not None
+            and k in ("obs", "acts", "next_obs", "dones", "terminated", "truncated", "rews", "episode_id", "step")}
     meta_d = d.get("metadata")
     meta = DemoMeta.from_json(meta_d, "pickle/dict", str(path)) if isinstance(meta_d, dict) else DemoMeta(
         format="pickle/dict", path=str(path))
@@ -106,7 +106,7 @@ def _truncated_from_infos(infos: Any, dones: np.ndarray) -> np.ndarray:
 def _from_transitions(t: Any, path: Path) -> Demos:
     dones = _array(t.dones, "dones", path).astype(bool)
     truncated = _truncated_from_infos(getattr(t, "infos", None), dones)
-    cols = {"obs": _array(t.obs, "obs", path), "acts": _array(t.acts, "acts", path),
+    cols = {"obs": _array(t.obs, "obs", path), "acts": None if t.acts is None else _array(t.acts, "acts", path),
             "next_obs": _array(t.next_obs, "next_obs", path), "terminated": dones & ~truncated, "truncated": truncated}
     if getattr(t, "rews", None) is not None:
         cols["rews"] = _array(t.rews, "rews", path)
@@ -118,8 +118,8 @@ def _from_trajectories(trajs: list, path: Path) -> Demos:
     with_rews = all(getattr(t, "rews", None) is not None for t in trajs)
     for i, t in enumerate(trajs):
         o = _array(t.obs, "obs", path, f"trajectory {i}: ")
-        a = _array(t.acts, "acts", path, f"trajectory {i}: ")
-        n = len(a)
+        a = None if t.acts is None else _array(t.acts, "acts", path, f"trajectory {i}: ")
+        n = len(o) - 1 if a is None else len(a)
         if len(o) != n + 1:
             raise DemoError(f"{path}: trajectory {i} has {len(o)} obs for {n} acts (needs acts + 1)")
         obs.append(o[:-1])
@@ -137,9 +137,11 @@ def _from_trajectories(trajs: list, path: Path) -> Demos:
             if len(r) != n:
                 raise DemoError(f"{path}: trajectory {i} has {len(r)} rews for {n} acts")
             rews.append(r)
-    cols = {"obs": np.concatenate(obs), "acts": np.concatenate(acts), "next_obs": np.concatenate(next_obs),
+    cols = {"obs": np.concatenate(obs), "next_obs": np.concatenate(next_obs),
             "terminated": np.concatenate(term), "truncated": np.concatenate(trunc),
             "episode_id": np.concatenate(ep), "step": np.concatenate(step)}
+    if all(a is not None for a in acts):
+        cols["acts"] = np.concatenate(acts)
     if with_rews:
         cols["rews"] = np.concatenate(rews)
     return from_columns(cols, DemoMeta(format="pickle/trajectories", path=str(path)), path)

@@ -102,7 +102,7 @@ def validate(d: Demos, observation_space: gym.Space, action_space: gym.Space) ->
     where = d.meta.path or "demos"
     obs = _check_against(d.obs, observation_space, "obs", where)
     next_obs = _check_against(d.next_obs, observation_space, "next_obs", where)
-    acts = _check_against(d.acts, action_space, "acts", where)
+    acts = None if d.acts is None else _check_against(d.acts, action_space, "acts", where)
     if d.rews is not None:
         _check_finite(d.rews, "rews", where)
     return dataclasses.replace(d, obs=obs, next_obs=next_obs, acts=acts)
@@ -110,7 +110,8 @@ def validate(d: Demos, observation_space: gym.Space, action_space: gym.Space) ->
 
 def fits(d: Demos, observation_space: gym.Space, action_space: gym.Space) -> bool:
     """Whether the per-row shapes match the spaces (used to pick files without env metadata)."""
-    return tuple(d.obs.shape[1:]) == shape_of(observation_space) and tuple(d.acts.shape[1:]) == shape_of(action_space)
+    return tuple(d.obs.shape[1:]) == shape_of(observation_space) and (
+        d.acts is None or tuple(d.acts.shape[1:]) == shape_of(action_space))
 
 
 def check(d: Demos, spaces: tuple[gym.Space, gym.Space] | None = None) -> Demos:
