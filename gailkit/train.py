@@ -46,11 +46,13 @@ def train_config(env_id: str | None, demos_path: str | None, config_file: str | 
 
 
 def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, quiet: bool = False,
-          log: Callable[[str], None] = print, allow_code: bool = True) -> dict[str, Any]:
-    """Train GAIL per `cfg` into `run_dir`; with `resume`, continue from its newest readable checkpoint."""
+          log: Callable[[str], None] = print, allow_code: bool = True,
+          on_eval: Callable[[int, dict[str, float]], None] | None = None) -> dict[str, Any]:
+    """Train GAIL per `cfg` into `run_dir`; with `resume`, continue from its newest readable checkpoint.
+    `on_eval(env_steps, eval_stats)` is called after every evaluation (gailkit tune reports them)."""
     stop = StopSignals()
     run = Run.prepare(cfg, RunDir(run_dir), resume, log, allow_code, stop.event)
-    hooks = [Evaluate(run), Checkpoints(run), Metrics(run), Progress(run, quiet, log)]
+    hooks = [Evaluate(run, on_eval), Checkpoints(run), Metrics(run), Progress(run, quiet, log)]
     interrupted = False
     with stop:
         try:
@@ -134,6 +136,10 @@ class Hook:
 class Evaluate(Hook):
     """Deterministic episodes on fixed seeds every `eval_every` rounds and at the end; keeps `best/`."""
 
+    def __init__(self, run: Run, on_eval: Callable[[int, dict[str, float]], None] | None = None):
+        super().__init__(run)
+        self.on_eval = on_eval
+
     def start(self) -> None:
         scripted = envs.scripted_experts(self.cfg.env.id).get("scripted")
         self.expert_action = scripted(None) if scripted is not None else None
@@ -156,6 +162,8 @@ class Evaluate(Hook):
         if self.run.best.beaten_by(value):
             self.run.best.value, self.run.best.round = value, self.run.learner.version
             self.run.save("best")
+        if self.on_eval is not None:
+            self.on_eval(self.run.learner.env_steps, self.last)
 
     def summary(self, interrupted: bool) -> dict[str, Any]:
         refs, learner = self.run.references, self.run.learner

@@ -114,6 +114,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd("commands:infer"))
 
+    p = sub.add_parser("tune", help="search GAIL settings on Ray Tune (ASHA, random/grid/Optuna), locally or on a cluster")
+    p.add_argument("--env", help="gymnasium id, envs/ name, module:Class or file.py:Class")
+    p.add_argument("--demos", help="a demo file or folder (default: data/)")
+    p.add_argument("--space", type=Path, help="a YAML file: setting -> {choice|uniform|loguniform|randint|grid: args}")
+    p.add_argument("--trials", type=int, default=8, help="trials to sample (random, optuna; grid runs every combination)")
+    p.add_argument("--budget", type=int, default=100_000, help="env steps per training run")
+    p.add_argument("--seeds", type=int, default=1, help="training runs (seeds) per trial; the score averages them")
+    p.add_argument("--scheduler", choices=["asha", "none"], default="asha", help="ASHA stops weak trials early")
+    p.add_argument("--search", choices=["random", "grid", "optuna"], default="random")
+    p.add_argument("--ray-address", default="", help="an existing Ray cluster (auto, ray://host:port); default: a local Ray")
+    p.add_argument("--resources", default="cpu=1,gpu=0", help="per trial, e.g. cpu=2,gpu=0.5")
+    p.add_argument("--out", type=Path, help="where the search goes (default tune/<env>-<time>)")
+    p.add_argument("--resume", type=Path, metavar="OUT", help="continue an interrupted search")
+    p.add_argument("--preset", help="a named set of settings under every trial (tiny: seconds-long runs)")
+    _config_flags(p)
+    p.set_defaults(func=_cmd("commands:tune"))
+
     from gailkit.cli.demo_commands import add_parsers
 
     add_parsers(sub, _cmd)

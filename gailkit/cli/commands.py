@@ -65,9 +65,11 @@ def train(args: argparse.Namespace) -> int:
             raise ConfigError(f"--resume {args.resume}: the run trains {cfg.env.id}, not {args.env}")
         run_dir, allow_code = args.resume, args.env == cfg.env.id  # code named by a file runs only if typed again
     else:
-        if not args.env:
-            raise ConfigError("--env is required (or --resume RUN_DIR)")
+        if not args.env and not args.config:
+            raise ConfigError("--env is required (or --config FILE naming env.id, or --resume RUN_DIR)")
         cfg = train_mod.train_config(args.env, args.demos, args.config, overrides, args.preset)
+        if not cfg.env.id:
+            raise ConfigError(f"--config {args.config}: names no env.id; pass --env")
         run_dir = args.run_dir or Path("runs") / f"{experts.slug(cfg.env.id)}-{time.strftime('%Y%m%d-%H%M%S')}"
         allow_code = True
     s = train_mod.train(cfg, run_dir, resume=args.resume is not None, quiet=args.quiet, allow_code=allow_code)
@@ -140,3 +142,55 @@ def infer(args: argparse.Namespace) -> int:
         print(f"{env_id}: return {out['return_mean']:.1f} ± {out['return_std']:.1f}, length {out['length_mean']:.1f} "
               f"over {args.episodes} episodes from seed {args.seed} (onnxruntime)")
     return 0
+
+
+def tune(args: argparse.Namespace) -> int:
+    from gailkit import config, experts
+    from gailkit import train as train_mod
+    from gailkit import tune as tune_mod
+
+    if args.resume is not None:
+        saved = args.resume / "tune.yaml"
+        if not saved.is_file():
+            raise ConfigError(f"--resume {args.resume}: no tune.yaml there (is it a gailkit tune folder?)")
+        search = tune_mod.Search(**config.read_yaml(saved))
+        out = args.resume
+    else:
+        if not args.env or args.space is None:
+            raise ConfigError("gailkit tune needs --env and --space (or --resume OUT)")
+        for flag in ("trials", "budget", "seeds"):
+            if getattr(args, flag) < 1:
+                raise ConfigError(f"--{flag} must be >= 1, got {getattr(args, flag)}")
+        base = train_mod.train_config(args.env, args.demos, args.config, list(args.overrides), args.preset)
+        base.demos = str(Path(base.demos).resolve()) if not base.demos.startswith("minari:") else base.demos
+        if base.env.id.partition(":")[0].endswith(".py"):
+            base.env.id = f"{Path(base.env.id.rpartition(':')[0]).resolve()}:{base.env.id.rpartition(':')[2]}"
+        search = tune_mod.Search(base=config.to_dict(base), space=tune_mod.read_space(args.space, base), trials=args.trials,
+                                 budget=args.budget, seeds=args.seeds, scheduler=args.scheduler, search=args.search,
+                                 resources=_resources(args.resources))
+        out = args.out or Path("tune") / f"{experts.slug(base.env.id)}-{time.strftime('%Y%m%d-%H%M%S')}"
+        if out.exists() and any(out.iterdir()):
+            raise ConfigError(f"--out {out}: exists and is not empty; choose another folder or --resume it")
+    rows = tune_mod.run(search, out, resume=args.resume is not None, ray_address=args.ray_address)
+    keys = list(search.space)
+    print(f"{'trial':<14} {'score':>7} {'best':>7} {'last':>7} {'env steps':>10} {'s':>7} {'status':<14} " + " ".join(keys))
+    for r in rows:
+        fmt = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
+        print(f"{r['trial']:<14} {fmt(r['score']):>7} {fmt(r['best']):>7} {fmt(r['last']):>7} {r['env_steps']:>10,} "
+              f"{r['seconds']:>7.0f} {r['status']:<14} " + " ".join(str(r.get(k)) for k in keys))
+    print(f"wrote {out / 'trials.csv'}, {out / 'learning_curves.png'}"
+          + (f", {out / 'best.yaml'} (gailkit train --config {out / 'best.yaml'})" if (out / "best.yaml").is_file() else ""))
+    return 0
+
+
+def _resources(text: str) -> dict[str, float]:
+    out = {"cpu": 1.0, "gpu": 0.0}
+    for part in filter(None, text.split(",")):
+        key, _, value = part.partition("=")
+        try:
+            out[key.strip()] = float(value)
+        except ValueError:
+            raise ConfigError(f"--resources {text!r}: expected NAME=NUMBER[,NAME=NUMBER], e.g. cpu=1,gpu=0") from None
+        if key.strip() not in ("cpu", "gpu") or out[key.strip()] < 0:
+            raise ConfigError(f"--resources {text!r}: cpu and gpu take numbers >= 0")
+    return out
