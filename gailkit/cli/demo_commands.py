@@ -113,6 +113,7 @@ def convert(args: argparse.Namespace) -> int:
         demos.check(d, None)
     else:
         d = demos.load(args.src, env_id=args.env, spaces=envs.spaces(args.env), unsafe_pickle=args.unsafe_pickle)
+    envs.import_project_envs()  # so a Minari dataset can record a project env by its registered id
     demos.save(d, args.dst, pickle_layout=args.pickle_layout, minari_format=args.minari_format)
     print(f"wrote {args.dst}: {d.n_episodes} episodes, {len(d)} transitions")
     return 0

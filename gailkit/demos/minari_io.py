@@ -177,10 +177,8 @@ def write(demos: Demos, spec: str, data_format: str = "hdf5") -> Path:
         raise DemoError(f"{spec}: already in the local Minari root {root()}; choose another id or remove it")
     import gymnasium as gym
 
-    from gailkit import envs
-
-    envs.import_project_envs()
-    env = gym.spec(demos.meta.env_id) if demos.meta.env_id in gym.registry else None  # registry ids only: no code
+    # Minari records an env by making it: registry ids only (callers import the project's envs/ first), no code.
+    env = gym.spec(demos.meta.env_id) if demos.meta.env_id in gym.registry else None
     minari.create_dataset_from_buffers(dataset_id, buffers, env=env, observation_space=obs_space,
                                        action_space=act_space, algorithm_name=demos.meta.source or "gailkit",
                                        data_format=data_format, description=f"env {demos.meta.env_id}")
