@@ -1,15 +1,17 @@
 """gailkit's GAIL against imitation's GAIL on the same demos, machine and env-step budget, in one run.
 
-    python bench/gail_vs_imitation.py --env CartPole-v1 --seeds 0 1 2 --steps 150000
-    python bench/gail_vs_imitation.py --env Pendulum-v1 --seeds 0 --steps 500000 --skip-imitation
+    python bench/gail_vs_imitation.py --env Hopper-v4 --demos data/hopper.arrow --seeds 0 1 2 --steps 1000000
+    python bench/gail_vs_imitation.py --env CartPole-v1 --demos data/cartpole.arrow --steps 150000 --eval-every-steps 10000
 
-imitation runs with its documented GAIL settings (docs, "Train an Agent using GAIL"): 8 envs, PPO
-batch 64, lr 4e-4, gamma 0.95, 5 epochs, ent 0; demo_batch_size 1024, replay 512, 8 disc updates
-per round, BasicRewardNet with RunningNorm. gailkit runs with its shipped defaults
-(experts/<env>.gail.yaml). Both are evaluated the same way: deterministic policy, the same
-episode seeds, every `--eval-every-steps` env steps; evaluation time is excluded from wall-clock.
-Normalized return: (R - R_random) / (R_expert - R_random), R_expert = the demos' mean return.
-Prints a Markdown table for BENCHMARKS.md and writes JSON lines to --out.
+gailkit runs in this process with its shipped defaults (experts/<env>.gail.yaml, or the generic
+ones); imitation 1.0.1 runs in its own environment (.venv-imitation: it pins gymnasium 0.29 and
+SB3 2.2) through bench/imitation_gail.py, with its own tuned settings for MuJoCo envs (shipped
+inside the imitation package) or its documented CartPole settings. Both are evaluated the same
+way: the deterministic policy on the same episode seeds (`seed + 1,000,000 + i`), every
+`--eval-every-steps` env steps; evaluation time is left out of the wall-clock. Normalized score:
+(R - R_random) / (R_expert - R_random), R_expert = the expert policy's return from the demos'
+metadata (the demos' mean return when they carry none), R_random = gailkit's random-policy
+reference for that seed. Prints a Markdown table for BENCHMARKS.md and writes JSON lines to --out.
 """
 
 from __future__ import annotations
@@ -17,136 +19,118 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import torch as th
 
-from gailkit import demos, envs, train
-from gailkit.demos.imitation_adapter import to_trajectories
+from gailkit import checkpoint, demos, envs, metrics, train
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
-def evaluate(act, env_id: str, episodes: int, seed: int) -> float:
-    return envs.run_episodes(act, env_id, episodes, seed)["return_mean"]
-
-
-def run_gailkit(env_id: str, demos_path: str, seed: int, steps: int, eval_every_steps: int, episodes: int) -> dict:
-    cfg = train.train_config(env_id, demos_path, None, [f"seed={seed}", f"total_steps={steps}", "checkpoint_every=0",
-                                                        f"eval_episodes={episodes}"])
-    per_round = cfg.ppo.n_steps * cfg.n_envs
-    cfg.eval_every = max(1, eval_every_steps // per_round)
-    with tempfile.TemporaryDirectory() as tmp:
-        summary = train.train(cfg, Path(tmp) / "run", quiet=True, log=lambda m: None)
-        import csv
-
-        rows = list(csv.DictReader(open(Path(tmp) / "run" / "metrics.csv")))
+def run_gailkit(args, seed: int, tmp: Path) -> dict:
+    cfg = train.train_config(args.env, args.demos, None, [f"seed={seed}", f"total_steps={args.steps}",
+                                                          f"eval_episodes={args.eval_episodes}", *args.set])
+    cfg.eval_every = max(1, args.eval_every_steps // cfg.round_steps)
+    run = tmp / f"gailkit-{seed}"
+    summary = train.train(cfg, run, quiet=True, log=lambda m: None)
+    rows = metrics.read_rows(run / "metrics.csv")
     curve, eval_time = [], 0.0
-    split = {k: float(np.mean([float(r[f"time/{k}_s"]) for r in rows])) for k in ("collect", "reward", "ppo", "disc")}
     for r in rows:
-        if r["time/eval_s"]:
+        if r.get("eval/return_mean"):
             eval_time += float(r["time/eval_s"])
             curve.append((int(r["env_steps"]), float(r["time/elapsed_s"]) - eval_time, float(r["eval/return_mean"])))
-    return {"curve": curve, "round_split_s": split, "per_round_steps": per_round,
-            "expert": summary["expert_return"], "random": summary["random_return"]}
+    split = {k: sum(float(r[f"time/{k}_s"]) for r in rows) / len(rows) for k in ("collect", "reward", "ppo", "disc")}
+    refs = checkpoint.load(run / "final" / "checkpoint.pt").references
+    return {"curve": curve, "round_split_s": split, "per_round_steps": cfg.round_steps, "expert": refs.expert_return,
+            "expert_source": refs.expert_source, "random": refs.random_return, "fps": summary["env_steps"] / summary["seconds"]}
 
 
-def run_imitation(env_id: str, d: demos.Demos, seed: int, steps: int, eval_every_steps: int, episodes: int,
-                  eval_seed: int) -> dict:
-    from imitation.algorithms.adversarial.gail import GAIL
-    from imitation.rewards.reward_nets import BasicRewardNet
-    from imitation.util.networks import RunningNorm
-    from stable_baselines3 import PPO
-    from stable_baselines3.ppo import MlpPolicy
-
-    venv = envs.make_vec_env(env_id, n_envs=8, seed=seed)
-    learner = PPO(env=venv, policy=MlpPolicy, batch_size=64, ent_coef=0.0, learning_rate=4e-4, gamma=0.95,
-                  n_epochs=5, seed=seed, device="cpu")
-    reward_net = BasicRewardNet(observation_space=venv.observation_space, action_space=venv.action_space,
-                                normalize_input_layer=RunningNorm)
-    trainer = GAIL(demonstrations=to_trajectories(d), demo_batch_size=1024, gen_replay_buffer_capacity=512,
-                   n_disc_updates_per_round=8, venv=venv, gen_algo=learner, reward_net=reward_net,
-                   allow_variable_horizon=True, init_tensorboard=False)
-    space = venv.action_space
-    curve, state = [], {"eval": 0.0, "next": eval_every_steps, "start": time.perf_counter()}
-
-    def act(obs):
-        a, _ = learner.predict(obs, deterministic=True)
-        return a
-
-    def callback(round_num: int) -> None:
-        done_steps = (round_num + 1) * learner.n_steps * venv.num_envs
-        if done_steps >= state["next"] or done_steps >= steps:
-            t0 = time.perf_counter()
-            ret = evaluate(act, env_id, episodes, eval_seed)
-            state["eval"] += time.perf_counter() - t0
-            curve.append((done_steps, time.perf_counter() - state["start"] - state["eval"], ret))
-            state["next"] = done_steps + eval_every_steps
-
-    trainer.train(steps, callback=callback)
-    del space
-    return {"curve": curve, "per_round_steps": learner.n_steps * venv.num_envs}
+def run_imitation(args, seed: int, tmp: Path) -> dict:
+    out = tmp / f"imitation-{seed}.json"
+    cmd = [args.imitation_python, str(ROOT / "bench" / "imitation_gail.py"), "--env", args.env, "--demos", args.demos,
+           "--seed", str(seed), "--steps", str(args.steps), "--eval-every-steps", str(args.eval_every_steps),
+           "--eval-episodes", str(args.eval_episodes), "--eval-seed", str(seed + 1_000_000), "--out", str(out)]
+    subprocess.run(cmd, check=True, cwd=ROOT)
+    return json.loads(out.read_text())
 
 
-def first_reaching(curve, target_norm, r_random, r_expert):
+def first_reaching(curve, target, r_random, r_expert):
     for steps, seconds, ret in curve:
-        if (ret - r_random) / (r_expert - r_random) >= target_norm:
+        if (ret - r_random) / (r_expert - r_random) >= target:
             return steps, seconds
     return None, None
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--env", default="CartPole-v1")
-    p.add_argument("--demos", default="data/")
+    p.add_argument("--env", required=True)
+    p.add_argument("--demos", required=True)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--steps", type=int, default=150_000)
-    p.add_argument("--eval-every-steps", type=int, default=10_000)
-    p.add_argument("--eval-episodes", type=int, default=5)
-    p.add_argument("--target", type=float, default=0.95)
-    p.add_argument("--skip-imitation", action="store_true")
+    p.add_argument("--steps", type=int, default=1_000_000)
+    p.add_argument("--eval-every-steps", type=int, default=20_000)
+    p.add_argument("--eval-episodes", type=int, default=10)
+    p.add_argument("--tools", nargs="+", default=["gailkit", "imitation"], choices=["gailkit", "imitation"])
+    p.add_argument("--imitation-python", default=str(ROOT / ".venv-imitation" / "bin" / "python"))
+    p.add_argument("--set", action="append", default=[], help="a gailkit setting for this run (ablations)")
     p.add_argument("--out", type=Path, default=Path("bench/out/gail.jsonl"))
     args = p.parse_args()
-    th.set_num_threads(2)
-    obs_space, act_space = envs.spaces(args.env)
-    d = demos.load(args.demos, env_id=args.env, spaces=(obs_space, act_space))
-    eval_seed = 1_000_000  # gailkit evaluates on seeds base + 1_000_000 + i; imitation gets the same episodes
+    th.set_num_threads(1)
+    d = demos.load(args.demos, env_id=args.env, spaces=envs.spaces(args.env))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    print(f"# {args.env}, {args.steps:,} env steps, seeds {args.seeds}, {platform.machine()}, "
-          f"torch {th.__version__}, {time.strftime('%Y-%m-%d')}")
+    print(f"# {args.env}, {d.n_episodes} expert episodes, {args.steps:,} env steps, seeds {args.seeds}, {platform.machine()}, "
+          f"torch {th.__version__}, {time.strftime('%Y-%m-%d')}", flush=True)
     rows = []
-    for seed in args.seeds:
-        g = run_gailkit(args.env, args.demos, seed, args.steps, args.eval_every_steps, args.eval_episodes)
-        r_exp, r_rand = g["expert"], g["random"]
-        results = {"gailkit": g}
-        if not args.skip_imitation:
-            results["imitation"] = run_imitation(args.env, d, seed, args.steps, args.eval_every_steps,
-                                                 args.eval_episodes, eval_seed + seed)
-        for tool, res in results.items():
-            steps_to, secs_to = first_reaching(res["curve"], args.target, r_rand, r_exp)
-            final = (res["curve"][-1][2] - r_rand) / (r_exp - r_rand)
-            row = {"env": args.env, "tool": tool, "seed": seed, "steps_to_target": steps_to, "seconds_to_target": secs_to,
-                   "final_normalized": final, "total_seconds": res["curve"][-1][1], "expert": r_exp, "random": r_rand,
-                   "curve": res["curve"], "round_split_s": res.get("round_split_s"), "per_round_steps": res["per_round_steps"]}
-            rows.append(row)
-            with open(args.out, "a") as f:
-                f.write(json.dumps(row) + "\n")
-            print(f"{tool:9} seed {seed}: to {args.target} at {steps_to} steps / "
-                  f"{'-' if secs_to is None else f'{secs_to:.0f} s'}, final normalized {final:.2f}, "
-                  f"train time {row['total_seconds']:.0f} s", flush=True)
-    print("\n| tool | seed | steps to target | wall-clock to target (s) | final normalized | training time (s) |")
-    print("|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for seed in args.seeds:
+            results = {}
+            for tool in args.tools:
+                results[tool] = run_gailkit(args, seed, Path(tmp)) if tool == "gailkit" else run_imitation(args, seed, Path(tmp))
+            g = results.get("gailkit") or run_gailkit_refs(args, seed)
+            for tool, res in results.items():
+                r_exp, r_rand = g["expert"], g["random"]
+                row = {"env": args.env, "tool": tool, "seed": seed, "expert": r_exp, "expert_source": g["expert_source"],
+                       "random": r_rand, "curve": res["curve"], "per_round_steps": res["per_round_steps"],
+                       "round_split_s": res.get("round_split_s"), "settings": args.set if tool == "gailkit" else res.get("settings")}
+                for target in (0.9, 0.95):
+                    row[f"steps_{target}"], row[f"seconds_{target}"] = first_reaching(res["curve"], target, r_rand, r_exp)
+                norm = [(c[2] - r_rand) / (r_exp - r_rand) for c in res["curve"]]
+                row.update(final=norm[-1], best=max(norm), final_return=res["curve"][-1][2], total_seconds=res["curve"][-1][1])
+                rows.append(row)
+                with open(args.out, "a") as f:
+                    f.write(json.dumps(row) + "\n")
+                print(f"{tool:9} seed {seed}: 0.9 at {row['steps_0.9']} steps / {row['seconds_0.9']} s, 0.95 at "
+                      f"{row['steps_0.95']}, best {row['best']:.2f}, final {row['final']:.2f} ({row['final_return']:.0f}), "
+                      f"train time {row['total_seconds']:.0f} s", flush=True)
+    print(f"\nexpert return {rows[0]['expert']:.1f} ({rows[0]['expert_source']}), random {rows[0]['random']:.1f}\n")
+    print("| tool | seed | steps to 0.9 | s to 0.9 | steps to 0.95 | s to 0.95 | best | final (return) | training s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    fmt_s = lambda v: "not reached" if v is None else f"{v:,}"  # noqa: E731
+    fmt_t = lambda v: "–" if v is None else f"{v:.0f}"  # noqa: E731
     for r in rows:
-        s = "not reached" if r["steps_to_target"] is None else f"{r['steps_to_target']:,}"
-        t = "-" if r["seconds_to_target"] is None else f"{r['seconds_to_target']:.0f}"
-        print(f"| {r['tool']} | {r['seed']} | {s} | {t} | {r['final_normalized']:.2f} | {r['total_seconds']:.0f} |")
+        print(f"| {r['tool']} | {r['seed']} | {fmt_s(r['steps_0.9'])} | {fmt_t(r['seconds_0.9'])} | {fmt_s(r['steps_0.95'])} | "
+              f"{fmt_t(r['seconds_0.95'])} | {r['best']:.2f} | {r['final']:.2f} ({r['final_return']:.0f}) | {r['total_seconds']:.0f} |")
     for r in rows:
         if r["round_split_s"]:
             sp = r["round_split_s"]
-            print(f"gailkit seed {r['seed']} round ({r['per_round_steps']} steps) split, s: collect {sp['collect']:.4f}, "
-                  f"reward {sp['reward']:.4f}, ppo {sp['ppo']:.4f}, disc {sp['disc']:.4f}")
+            print(f"gailkit seed {r['seed']} round ({r['per_round_steps']} steps), mean s: collect {sp['collect']:.3f}, "
+                  f"reward {sp['reward']:.4f}, ppo {sp['ppo']:.3f}, disc {sp['disc']:.3f}")
+
+
+def run_gailkit_refs(args, seed: int) -> dict:
+    """The references gailkit would use for this seed, when only imitation runs."""
+    from gailkit.session import Run
+    from gailkit.rundir import RunDir
+
+    cfg = train.train_config(args.env, args.demos, None, [f"seed={seed}", f"eval_episodes={args.eval_episodes}"])
+    with tempfile.TemporaryDirectory() as tmp:
+        refs = Run.prepare(cfg, RunDir(Path(tmp) / "r"), log=lambda m: None).references
+    return {"expert": refs.expert_return, "expert_source": refs.expert_source, "random": refs.random_return}
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -26,9 +26,18 @@ import torch as th
 TUNED = {"Hopper": "hopper", "HalfCheetah": "half_cheetah", "Walker2d": "walker", "Ant": "ant", "Swimmer": "swimmer"}
 
 
+# imitation's documented GAIL example ("Train an Agent using GAIL"), for envs it has no tuned settings for.
+DOCUMENTED = {"algorithm_kwargs": {"demo_batch_size": 1024, "gen_replay_buffer_capacity": 512, "n_disc_updates_per_round": 8},
+              "rl": {"batch_size": 8 * 2048, "rl_kwargs": {"batch_size": 64, "ent_coef": 0.0, "learning_rate": 4e-4,
+                                                           "gamma": 0.95, "n_epochs": 5}},
+              "policy": {"policy_cls": "MlpPolicy", "policy_kwargs": {}}, "reward": {}}
+
+
 def tuned_settings(env_id: str) -> dict:
     import imitation
 
+    if env_id.split("-")[0] not in TUNED:
+        return DOCUMENTED
     name = TUNED[env_id.split("-")[0]]
     path = Path(imitation.__file__).parent / "scripts" / "config" / "tuned_hps" / f"gail_seals_{name}_best_hp_eval.json"
     return json.loads(path.read_text())

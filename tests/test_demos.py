@@ -344,3 +344,18 @@ def test_summary(custom_demos):
     assert s["return_mean"] == 1.0 and s["length_mean"] == 8.0
     assert s["observation_space"] == "Box(2,) float32" and s["env_id"] == "CustomEnv"
     assert isinstance(gym.spaces.Box(-1, 1, (2,)), gym.Space)
+
+
+def test_the_expert_policys_return_travels_with_the_demos(tmp_path, custom_demos):
+    import dataclasses
+
+    meta = dataclasses.replace(custom_demos.meta, expert_return=0.9, expert_return_std=0.1, expert_episodes=7, sampled=True)
+    d = dataclasses.replace(custom_demos, meta=meta)
+    for name in ("e.arrow", "e.parquet", "e.pkl"):
+        back = demos.load(demos.save(d, tmp_path / name), env_id="CustomEnv", spaces=envs.spaces("CustomEnv"))
+        assert (back.meta.expert_return, back.meta.expert_episodes, back.meta.sampled) == (0.9, 7, True), name
+        assert demos.expert_reference(back) == (0.9, "expert policy")
+    other = dataclasses.replace(d, meta=dataclasses.replace(meta, expert_return=0.5))
+    demos.save(other, tmp_path / "other.arrow")
+    both = demos.load(tmp_path, env_id="CustomEnv", spaces=envs.spaces("CustomEnv"))
+    assert both.meta.expert_return is None and demos.expert_reference(both)[1] == "demos"  # two experts: no one reference

@@ -128,6 +128,10 @@ def load(
         format=first.format if len(chosen) == 1 else "mixed",
         path=str(path),
     )
+    experts_seen = {(c.meta.expert_return, c.meta.expert_return_std, c.meta.expert_episodes) for c in chosen}
+    if len(experts_seen) == 1:  # one expert policy behind every file: its return is the reference
+        meta.expert_return, meta.expert_return_std, meta.expert_episodes = experts_seen.pop()
+        meta.sampled = first.sampled if all(c.meta.sampled == first.sampled for c in chosen) else None
     return concat(chosen, meta)
 
 

@@ -1,0 +1,82 @@
+"""GAIL's own cost: end-to-end env steps/s of `gailkit train` against SB3 PPO's `learn()` on the true
+reward, with the same PPO settings and env count, side by side in one run; and where a round's time goes.
+
+    python bench/ppo_throughput.py --env Hopper-v4 --demos data/hopper.arrow --steps 200000
+
+The PPO settings are gailkit's for the env (experts/<env>.gail.yaml, or the defaults). SB3 steps a
+DummyVecEnv of the same number of envs with the same policy class and settings, and is timed over
+`learn()`. gailkit is timed end to end (`time/elapsed_s` of its last round: collection, rewards,
+PPO, discriminator, metrics; evaluation excluded) in three fleets: in-process, one actor process,
+and one actor process with max_policy_lag 1 (collection of round v+1 overlaps learning round v).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+import torch as th
+
+from gailkit import envs, experts, metrics, policy, train
+
+
+def sb3_rate(cfg, steps: int) -> float:
+    venv = experts.make_vec_env(cfg.env, cfg.total_envs, cfg.seed)
+    model = policy.make_ppo(venv, cfg.ppo, cfg.normalize_obs, "cpu", cfg.seed)
+    model.learn(cfg.round_steps)  # warm-up: imports, first allocation
+    t0 = time.perf_counter()
+    model.learn(steps, reset_num_timesteps=False)
+    rate = steps / (time.perf_counter() - t0)
+    venv.close()
+    return rate
+
+
+def gailkit_rate(cfg, steps: int, tmp: Path, name: str) -> tuple[float, dict[str, float]]:
+    cfg.total_steps, cfg.eval_every, cfg.checkpoint_every = steps, 0, 0
+    train.train(cfg, tmp / name, quiet=True, log=lambda m: None)
+    rows = metrics.read_rows(tmp / name / "metrics.csv")
+    first, last = rows[0], rows[-1]  # the first round holds start-up costs: time from its end
+    elapsed = float(last["time/elapsed_s"]) - float(last.get("time/eval_s") or 0) - float(first["time/elapsed_s"])
+    rate = (int(last["env_steps"]) - int(first["env_steps"])) / elapsed
+    split = {k: sum(float(r[f"time/{k}_s"]) for r in rows[1:]) / (len(rows) - 1) for k in ("collect", "reward", "ppo", "disc", "round")}
+    return rate, split
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--env", default="Hopper-v4")
+    p.add_argument("--demos", default="data/")
+    p.add_argument("--steps", type=int, default=200_000)
+    p.add_argument("--set", action="append", default=[])
+    args = p.parse_args()
+    th.set_num_threads(1)
+    envs.spaces(args.env)
+    base = train.train_config(args.env, args.demos, None, args.set)
+    print(f"# {args.env}: {base.total_envs} envs x {base.ppo.n_steps} steps per round, batch {base.ppo.batch_size}, "
+          f"{base.ppo.n_epochs} epochs, net {base.ppo.net_arch}; {args.steps:,} env steps; {platform.machine()}, "
+          f"torch {th.__version__} (1 thread), {time.strftime('%Y-%m-%d')}", flush=True)
+    sb3 = sb3_rate(base, args.steps)
+    print(f"SB3 PPO learn() on the true reward: {sb3:,.0f} env steps/s", flush=True)
+    rows = [("SB3 PPO learn() (true reward, no discriminator)", sb3, None)]
+    fleets = {"gailkit train, in-process (fleet.actors 0)": [],
+              "gailkit train, 1 actor process": ["fleet.actors=1", f"fleet.envs_per_actor={base.total_envs}"],
+              "gailkit train, 1 actor process, max_policy_lag 1": ["fleet.actors=1", f"fleet.envs_per_actor={base.total_envs}",
+                                                                   "fleet.max_policy_lag=1"]}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (name, extra) in enumerate(fleets.items()):
+            cfg = train.train_config(args.env, args.demos, None, [*args.set, *extra])
+            rate, split = gailkit_rate(cfg, args.steps, Path(tmp), f"run{i}")
+            rows.append((name, rate, split))
+            print(f"{name}: {rate:,.0f} env steps/s ({rate / sb3:.2f}x SB3)", flush=True)
+    print("\n| trainer | env steps/s | vs SB3 PPO | round s | collect s | reward s | PPO s | discriminator s |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, rate, split in rows:
+        parts = ["–"] * 5 if split is None else [f"{split[k]:.3f}" for k in ("round", "collect", "reward", "ppo", "disc")]
+        print(f"| {name} | {rate:,.0f} | {rate / sb3:.2f}x | " + " | ".join(parts) + " |")
+
+
+if __name__ == "__main__":
+    main()
