@@ -54,6 +54,7 @@ class Generator:
         self.ppo = policy.make_ppo(venv, cfg, normalize_obs, device, seed)
         self.logger = _Capture()
         self.ppo.set_logger(self.logger)
+        self._bc_opt: th.optim.Adam | None = None
 
     @property
     def policy(self):
@@ -119,32 +120,40 @@ class Generator:
         params = [*pol.mlp_extractor.policy_net.parameters(), *pol.action_net.parameters()]
         return params + ([pol.log_std] if isinstance(getattr(pol, "log_std", None), th.nn.Parameter) else [])
 
-    def behaviour_clone(self, obs: np.ndarray, acts: np.ndarray, epochs: int, batch_size: int, lr: float,
-                        rng: np.random.Generator, log_std: float | None = None) -> dict[str, float]:
-        """Fit the policy to (obs, acts): its Gaussian mean by squared error (actions clipped to the
-        bounds, as the env saw them) or its logits by cross-entropy; then set log std to `log_std`."""
-        pol = self.policy
-        space = pol.action_space
-        params = [p for p in self._actor_parameters() if p is not getattr(pol, "log_std", None)]
-        opt = th.optim.Adam(params, lr=lr)
+    def bc_steps(self, obs: np.ndarray, acts: np.ndarray, steps: int, batch_size: int, lr: float,
+                 rng: np.random.Generator) -> list[float]:
+        """`steps` Adam steps fitting the policy to (obs, acts) on random minibatches: its Gaussian mean
+        by squared error (actions clipped to the bounds, as the env saw them) or its logits by
+        cross-entropy. The optimizer (over the actor's layers, not its log std) persists across calls."""
+        pol, space = self.policy, self.policy.action_space
+        if self._bc_opt is None:
+            params = [p for p in self._actor_parameters() if p is not getattr(pol, "log_std", None)]
+            self._bc_opt = th.optim.Adam(params, lr=lr)
+        for group in self._bc_opt.param_groups:
+            group["lr"] = lr
         obs_t = th.as_tensor(np.asarray(obs), device=self.device)
         target = th.as_tensor(policy.env_action(space, np.asarray(acts)), device=self.device)
-        n, losses = len(obs_t), []
+        losses = []
         pol.set_training_mode(True)
-        for _ in range(epochs):
-            order = th.as_tensor(rng.permutation(n), device=self.device)
-            for i in range(0, n, batch_size):
-                idx = order[i:i + batch_size]
-                latent_pi = pol.mlp_extractor.forward_actor(pol.extract_features(obs_t[idx], pol.pi_features_extractor))
-                out = pol.action_net(latent_pi)
-                if isinstance(space, gym.spaces.Discrete):
-                    loss = th.nn.functional.cross_entropy(out, target[idx].long().reshape(-1) - int(space.start))
-                else:
-                    loss = ((out - target[idx].float().reshape(out.shape)) ** 2).sum(-1).mean()
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                losses.append(loss.item())
+        for _ in range(steps):
+            idx = th.as_tensor(rng.integers(0, len(obs_t), batch_size), device=self.device)
+            latent_pi = pol.mlp_extractor.forward_actor(pol.extract_features(obs_t[idx], pol.pi_features_extractor))
+            out = pol.action_net(latent_pi)
+            if isinstance(space, gym.spaces.Discrete):
+                loss = th.nn.functional.cross_entropy(out, target[idx].long().reshape(-1) - int(space.start))
+            else:
+                loss = ((out - target[idx].float().reshape(out.shape)) ** 2).sum(-1).mean()
+            self._bc_opt.zero_grad()
+            loss.backward()
+            self._bc_opt.step()
+            losses.append(loss.item())
+        return losses
+
+    def behaviour_clone(self, obs: np.ndarray, acts: np.ndarray, epochs: int, batch_size: int, lr: float,
+                        rng: np.random.Generator, log_std: float | None = None) -> dict[str, float]:
+        """BC warm start: `epochs` passes' worth of `bc_steps`, then log std set to `log_std`."""
+        losses = self.bc_steps(obs, acts, epochs * -(-len(obs) // batch_size), batch_size, lr, rng)
+        pol = self.policy
         if log_std is not None and isinstance(getattr(pol, "log_std", None), th.nn.Parameter):
             with th.no_grad():
                 pol.log_std.fill_(log_std)
@@ -152,9 +161,14 @@ class Generator:
 
     def state_dict(self) -> dict[str, Any]:
         return {"policy": self.policy.state_dict(), "optimizer": self.policy.optimizer.state_dict(),
-                "n_updates": self.ppo._n_updates}
+                "n_updates": self.ppo._n_updates, "bc_optimizer": None if self._bc_opt is None else self._bc_opt.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.policy.load_state_dict(state["policy"])
         self.policy.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))  # torch shares, not copies, its tensors
         self.ppo._n_updates = int(state["n_updates"])
+        if state.get("bc_optimizer") is not None:
+            self.bc_steps(np.zeros((1, *self.policy.observation_space.shape), np.float32),
+                          np.zeros((1, *self.policy.action_space.shape), self.policy.action_space.dtype), 0, 1, 1.0,
+                          np.random.default_rng())  # creates the optimizer over the same parameters
+            self._bc_opt.load_state_dict(copy.deepcopy(state["bc_optimizer"]))

@@ -118,6 +118,13 @@ class Learner:
         progress = max(0.0, 1.0 - self.env_steps / max(1, self.cfg.total_steps))
         train_policy = self.version >= self.cfg.bc.critic_warmup_rounds
         stats.update(self.generator.update(frag, rewards.cpu().numpy().reshape(t, e), progress, terminal_value, train_policy))
+        bc = self.cfg.bc
+        if bc.steps_per_round and self.expert.acts is not None and train_policy:
+            decay = 1.0 if not bc.anneal_steps else max(0.0, 1.0 - self.env_steps / bc.anneal_steps)
+            if decay > 0:
+                losses = self.generator.bc_steps(self.expert.obs, self.expert.acts, bc.steps_per_round, bc.batch_size,
+                                                 bc.learning_rate * decay, self.rng)
+                stats["bc/loss"] = float(np.mean(losses))
         # Normalizer statistics move after the update, so this round's PPO ratio used the
         # normalization the actors used; the new statistics ship with version v + 1.
         policy.normalizer(self.generator.policy).update(th.as_tensor(flat(frag.obs)))

@@ -112,3 +112,22 @@ def test_behaviour_cloning_needs_actions(cartpole_demos):
     lrn.expert.acts = None
     assert lrn.behaviour_clone() == {}
     assert policy.normalizer(lrn.generator.policy) is not None
+
+
+def test_a_bc_term_during_gail_pulls_toward_the_expert_and_anneals(cartpole_demos):
+    plain = _learner(cartpole_demos)
+    kept = _learner(cartpole_demos, "bc.steps_per_round=20", "bc.anneal_steps=128", "bc.learning_rate=0.01")
+    frags = _fragments(plain)
+    th.manual_seed(1), np.random.seed(1)
+    plain.round(frags)
+    th.manual_seed(1), np.random.seed(1)
+    stats = kept.round(frags)
+    assert "bc/loss" in stats
+
+    def agreement(lrn):
+        acts, _ = policy.act(lrn.generator.policy, np.array(cartpole_demos.obs), deterministic=True)
+        return float((acts == cartpole_demos.acts).mean())
+
+    assert agreement(kept) > agreement(plain)
+    assert "bc/loss" in kept.round(_fragments(kept, version=1))  # at 64 of 128 env steps: half the lr, still on
+    assert "bc/loss" not in kept.round(_fragments(kept, version=2))  # at 128: annealed away

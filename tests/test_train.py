@@ -58,7 +58,8 @@ def test_total_steps_round_up_to_whole_rounds_and_say_so(tmp_path, cartpole_file
 
 def test_resume_after_round_k_equals_uninterrupted(tmp_path, cartpole_file):
     cfg = tiny_config(cartpole_file, extra=["total_steps=256", "eval_every=1", "checkpoint_every=2",
-                                            "disc.replay_rounds=2", "disc.absorbing=true"])
+                                            "disc.replay_rounds=2", "disc.absorbing=true", "bc.epochs=2",
+                                            "bc.steps_per_round=2", "bc.anneal_steps=200"])
     full = tmp_path / "full"
     train.train(cfg, full, quiet=True, log=lambda m: None)
     resumed = tmp_path / "resumed"

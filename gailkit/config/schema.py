@@ -140,6 +140,10 @@ class BCConfig(_Checked):
     critic_warmup_rounds: int = _f(0, GE0)
     """First rounds in which PPO fits only the value function (the cloned policy stays as it is)
     while the discriminator learns to tell the cloned policy from the expert."""
+    steps_per_round: int = _f(0, GE0)
+    """BC steps after every PPO update (a BC term kept during GAIL; 0: none), on `batch_size` demos each."""
+    anneal_steps: int = _f(0, GE0)
+    """Env steps over which those steps' learning rate falls linearly to 0 (0: it stays)."""
 
 
 @dataclasses.dataclass
