@@ -55,6 +55,7 @@ class Generator:
         self.logger = _Capture()
         self.ppo.set_logger(self.logger)
         self._bc_opt: th.optim.Adam | None = None
+        self._bc_data: tuple | None = None
 
     @property
     def policy(self):
@@ -131,8 +132,10 @@ class Generator:
             self._bc_opt = th.optim.Adam(params, lr=lr)
         for group in self._bc_opt.param_groups:
             group["lr"] = lr
-        obs_t = th.as_tensor(np.asarray(obs), device=self.device)
-        target = th.as_tensor(policy.env_action(space, np.asarray(acts)), device=self.device)
+        if self._bc_data is None or self._bc_data[0] is not obs:  # on the device once per demo set
+            self._bc_data = (obs, th.as_tensor(np.array(obs), device=self.device),
+                             th.as_tensor(policy.env_action(space, np.array(acts)), device=self.device))
+        _, obs_t, target = self._bc_data
         losses = []
         pol.set_training_mode(True)
         for _ in range(steps):

@@ -73,6 +73,8 @@ def expert_data(disc: Discriminator, obs: np.ndarray, acts: np.ndarray | None, n
 class Learner:
     def __init__(self, cfg: TrainConfig, generator: Generator, discriminator: Discriminator,
                  expert: ExpertData, rng: np.random.Generator):
+        n_demos = 0 if expert.acts is None else len(expert.acts)
+        cfg = dataclasses.replace(cfg, bc=cfg.bc.resolve(n_demos, cfg.total_steps))  # auto (-1) settings, once
         self.cfg, self.generator, self.disc, self.expert, self.rng = cfg, generator, discriminator, expert, rng
         self.version = 0
         self.env_steps = 0

@@ -59,8 +59,6 @@ def _set_rng_state(s: dict[str, Any]) -> None:
 def observation_only(cfg: TrainConfig) -> TrainConfig:
     """Settings for demos without actions: a state-transition discriminator on (obs, next_obs) (GAIfO,
     Torabi et al. 2018); settings that need the expert's actions are refused."""
-    if cfg.bc.epochs:
-        raise ConfigError("'bc.epochs': behaviour cloning needs the expert's actions, and these demos have none")
     if cfg.disc.net == "imitation" and not cfg.disc.use_next_state:
         raise ConfigError("'disc.net: imitation' with demos without actions needs 'disc.use_next_state: true'")
     return dataclasses.replace(cfg, disc=dataclasses.replace(cfg.disc, use_action=False, use_next_state=True))
@@ -89,6 +87,7 @@ class Run:
         expert_demos = demos.load(cfg.demos, env_id=cfg.env.id, spaces=spaces, unsafe_pickle=cfg.unsafe_pickle)
         if not expert_demos.has_actions:
             cfg = observation_only(cfg)
+        cfg = dataclasses.replace(cfg, bc=cfg.bc.resolve(len(expert_demos) if expert_demos.has_actions else 0, cfg.total_steps))
         th.manual_seed(cfg.seed)
         np.random.seed(cfg.seed)
         random.seed(cfg.seed)

@@ -20,8 +20,8 @@ def minari_root(tmp_path, monkeypatch):
 
 
 def _hand_episode():
-    """One CartPole-shaped episode of 3 steps, values chosen by hand: obs_t = [t / 10, t, -t, t / 100]."""
-    obs = np.array([[t / 10, t, -t, 0.01 * t] for t in range(4)], np.float32)  # T + 1 = 4 observations, in bounds
+    """One CartPole-shaped episode of 3 steps, values chosen by hand: obs_t = [t / 10, t, -t / 10, t]."""
+    obs = np.array([[t / 10, t, -t / 10, t] for t in range(4)], np.float32)  # T + 1 = 4 observations, in bounds
     return demos.Demos(obs=obs[:-1], acts=np.array([1, 0, 1]), next_obs=obs[1:], terminated=np.array([False, False, True]),
                        truncated=np.zeros(3, bool), episode_id=np.zeros(3, np.int64), step=np.arange(3),
                        rews=np.array([1.0, 2.0, 3.0], np.float32),
@@ -38,7 +38,7 @@ def test_a_hand_computed_episode_maps_to_its_transitions(minari_root, storage):
     for source in (f"minari:test/hand-{storage}-v0", path, path.parent):
         d = demos.load(source, env_id="CartPole-v1", spaces=envs.spaces("CartPole-v1"))
         assert d.obs[:, 1].tolist() == [0, 1, 2] and d.next_obs[:, 1].tolist() == [1, 2, 3]
-        assert d.next_obs[2, 2] == -3 and d.acts.tolist() == [1, 0, 1] and d.rews.tolist() == [1, 2, 3]
+        assert d.next_obs[2, 3] == 3 and d.next_obs[2, 2] == np.float32(-0.3) and d.acts.tolist() == [1, 0, 1] and d.rews.tolist() == [1, 2, 3]
         assert d.terminated.tolist() == [False, False, True] and not d.truncated.any()
         assert d.meta.env_id == "CartPole-v1" and d.meta.format == f"minari-{storage}"
 

@@ -42,9 +42,12 @@ def test_run_directory_contents(tmp_path, cartpole_file):
                 "disc/reward_std", "disc/logit_expert"):  # every stat the round produces reaches the file
         assert rows[-1][key], key
     saved = config.build(TrainConfig, [("saved", config.read_yaml(run / "config.yaml"))])
-    assert saved == cfg
+    import dataclasses
+
+    assert dataclasses.replace(saved, bc=cfg.bc) == cfg  # config.yaml records what ran: BC's auto values filled in
+    assert (saved.bc.epochs, saved.bc.steps_per_round, saved.bc.anneal_steps) == (50, 10, 96) and cfg.bc.epochs == -1
     state = checkpoint.load(run / "final" / "checkpoint.pt")
-    assert state.reward_fn == "airl" and state.references.random_episodes >= 20  # random CartPole demos terminate
+    assert state.reward_fn == "gail" and state.references.random_episodes >= 20
     assert state.best.metric == "return" and state.best.round == 2
 
 

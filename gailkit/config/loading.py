@@ -22,6 +22,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "n_envs": 2, "eval_episodes": 1,
         "ppo": {"n_steps": 32, "batch_size": 32, "n_epochs": 2, "net_arch": [16]},
         "disc": {"net_arch": [16], "demo_batch_size": 32, "n_disc_updates_per_round": 2},
+        "bc": {"batch_size": 32, "critic_warmup_rounds": 0},
     },
 }
 # Settings of gailkit 0.1 that moved into the `fleet` section (read from old runs' config.yaml).

@@ -100,7 +100,7 @@ class DiscConfig(_Checked):
 
     net: Literal["gailkit", "imitation"] = "gailkit"
     """gailkit's own network, or imitation's `BasicRewardNet` (same layout; needs gailkit[imitation])."""
-    net_arch: list[int] = _f([32, 32], LAYERS)
+    net_arch: list[int] = _f([64, 64], LAYERS)
     use_action: bool = True
     use_next_state: bool = False
     """Feed `next_obs` too; with `use_action: false` and this on, the discriminator is state-only."""
@@ -116,34 +116,55 @@ class DiscConfig(_Checked):
     """Spectral normalization of every linear layer (Miyato et al. 2018): a 1-Lipschitz discriminator."""
     label_smoothing: float = _f(0.0, _rule(lambda v: 0 <= v < 0.5, "must lie in [0, 0.5)"))
     """One-sided label smoothing: expert labels are 1 - this (Salimans et al. 2016)."""
-    absorbing: bool = False
-    """Absorbing states after terminations (DAC): the discriminator also judges "the episode ended here"."""
+    absorbing: bool = True
+    """Absorbing states after terminations (DAC): the discriminator also judges "the episode ended here",
+    and a terminated step is worth the absorbing state's value (see `learner`)."""
     replay_rounds: int = _f(0, GE0)
     """Generator transitions of this many earlier rounds join the current round's in discriminator
     batches (a replay of earlier generator samples)."""
-    reward_fn: Literal["auto", "gail", "airl", "negative"] = "auto"
-    """Generator reward from logit l: gail = -log(1 - D) >= 0 (pays for surviving), negative =
-    log D <= 0 (pays for ending), airl = l = log D - log(1 - D). auto: gail when most expert
-    episodes end by time limit, airl when most end by termination."""
+    reward_fn: Literal["auto", "gail", "airl", "negative"] = "gail"
+    """Generator reward from logit l: gail = -log(1 - D) >= 0, negative = log D <= 0, airl = l =
+    log D - log(1 - D). With absorbing states the sign carries no survival or ending bias (a
+    termination is worth what the expert's data says), so one choice serves every env. Without
+    them: gail pays for surviving, negative for ending; auto picks gail when most expert episodes
+    end by time limit and airl when most terminate."""
+
+
+AUTO = _rule(lambda v: v >= -1, "must be >= 0, or -1 (auto)")
 
 
 @dataclasses.dataclass
 class BCConfig(_Checked):
-    """Behaviour cloning of the demos into the policy before GAIL starts (needs demos with actions)."""
+    """Behaviour cloning of the demos: a warm start before GAIL, and a BC term kept during GAIL while
+    it anneals away. Needs demos with actions; -1 (auto) means the value in brackets with actions,
+    0 without."""
 
-    epochs: int = _f(0, GE0)
-    """Passes over the demos (0: no BC). The policy's mean (or logits) is fit to the expert's actions."""
+    epochs: int = _f(-1, AUTO)
+    """Passes over the demos before GAIL starts [50, at most 2,000 steps of `batch_size`]. The
+    policy's mean (or logits) is fit to the expert's actions."""
     batch_size: int = _f(256, GE1)
     learning_rate: float = _f(1e-3, GT0)
-    log_std: float | None = None
+    log_std: float | None = -1.0
     """Continuous actions: the policy's log std after cloning (None: keep `ppo.log_std_init`)."""
-    critic_warmup_rounds: int = _f(0, GE0)
+    critic_warmup_rounds: int = _f(-1, AUTO)
     """First rounds in which PPO fits only the value function (the cloned policy stays as it is)
-    while the discriminator learns to tell the cloned policy from the expert."""
-    steps_per_round: int = _f(0, GE0)
-    """BC steps after every PPO update (a BC term kept during GAIL; 0: none), on `batch_size` demos each."""
-    anneal_steps: int = _f(0, GE0)
-    """Env steps over which those steps' learning rate falls linearly to 0 (0: it stays)."""
+    while the discriminator learns to tell the cloned policy from the expert [5]."""
+    steps_per_round: int = _f(-1, AUTO)
+    """BC steps after every PPO update, on `batch_size` demos each [10]."""
+    anneal_steps: int = _f(-1, AUTO)
+    """Env steps over which those steps' learning rate falls linearly to 0 [half of total_steps]."""
+
+    def resolve(self, n_demos: int, total_steps: int) -> BCConfig:
+        """The auto (-1) values filled in for `n_demos` transitions with actions (0: demos without
+        actions, where explicit BC is refused)."""
+        has_actions = n_demos > 0
+        if not has_actions:
+            named = [k for k in ("epochs", "steps_per_round") if getattr(self, k) > 0]
+            if named:
+                raise ConfigError(f"'bc.{named[0]}': behaviour cloning needs the expert's actions, and these demos have none")
+        epochs = max(1, min(50, 2000 // max(1, -(-n_demos // self.batch_size))))
+        auto = {"epochs": epochs, "critic_warmup_rounds": 5, "steps_per_round": 10, "anneal_steps": max(1, total_steps // 2)}
+        return dataclasses.replace(self, **{k: (v if has_actions else 0) for k, v in auto.items() if getattr(self, k) == -1})
 
 
 @dataclasses.dataclass
@@ -197,7 +218,8 @@ class TrainConfig(_Checked):
     eval_episodes: int = _f(10, GE1)
     checkpoint_every: int = _f(-1, _rule(lambda v: v >= -1, "must be >= -1"))
     """Rounds between checkpoints; 0: only at the end; -1: about 10 over the run."""
-    ppo: PPOConfig = dataclasses.field(default_factory=PPOConfig)
+    ppo: PPOConfig = dataclasses.field(default_factory=lambda: PPOConfig(n_steps=256, batch_size=256))
+    """GAIL's PPO: rounds of n_envs x 256 steps, minibatches of 256 (SB3's own defaults are 2048 and 64)."""
     disc: DiscConfig = dataclasses.field(default_factory=DiscConfig)
     fleet: FleetConfig = dataclasses.field(default_factory=FleetConfig)
     bc: BCConfig = dataclasses.field(default_factory=BCConfig)
