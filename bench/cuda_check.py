@@ -3,9 +3,9 @@
     python bench/cuda_check.py            # on a machine with a GPU; exits 1 on any mismatch
 
 imitation's users hit device-mismatch errors (reward net on one device, batches on another);
-this trains CartPole for a few rounds on CUDA and asserts that the policy, the discriminator,
-their optimizer states, the expert batch and the rewards all live on the GPU, and that the
-weights sent to actors come back to the CPU.
+this trains Hopper for a few rounds on CUDA (BC, absorbing states, gradient penalty, replay: the
+default recipe's every path) and asserts that the policy, the discriminator, the expert batch and
+the rewards all live on the GPU, that a checkpoint loads on the CPU, and that a run resumes on CUDA.
 """
 
 from __future__ import annotations
@@ -20,38 +20,45 @@ from gailkit import checkpoint, train
 
 
 def main() -> int:
+    device = "cuda"
     if not th.cuda.is_available():
-        print("no CUDA device: nothing to check here")
-        return 0
+        if "--cpu" not in sys.argv:
+            print("no CUDA device: nothing to check here (--cpu runs the same script on the CPU)")
+            return 0
+        device = "cpu"
     from gailkit import discriminator, generator
 
     seen: dict[str, th.device] = {}
     orig_update, orig_reward = generator.Generator.update, discriminator.Discriminator.reward
 
-    def update(self, frag, rewards, progress):
+    def update(self, frag, rewards, progress, *args):
         seen["policy"] = next(self.policy.parameters()).device
         seen["normalizer"] = self.policy.features_extractor.mean.device
-        return orig_update(self, frag, rewards, progress)
+        return orig_update(self, frag, rewards, progress, *args)
 
     def reward(self, inputs, chunk=65536):
         out = orig_reward(self, inputs, chunk)
-        seen["disc_inputs"] = inputs[0].device
+        seen["disc_inputs"] = inputs.device
         seen["rewards"] = out.device
         seen["disc"] = next(self.net.parameters()).device
         return out
 
     generator.Generator.update, discriminator.Discriminator.reward = update, reward
-    cfg = train.train_config("CartPole-v1", "data/", None, ["total_steps=2048", "device=cuda", "eval_every=4"])
+    cfg = train.train_config("Hopper-v4", "data/hopper.arrow", None, ["total_steps=8192", f"device={device}", "eval_every=2",
+                                                                       "disc.grad_penalty=1.0", "disc.replay_rounds=2"])
     with tempfile.TemporaryDirectory() as tmp:
         summary = train.train(cfg, Path(tmp) / "run", quiet=True)
         state = checkpoint.load(Path(tmp) / "run" / "final" / "checkpoint.pt", device="cpu")
-    bad = {k: str(v) for k, v in seen.items() if v.type != "cuda"}
+        resumed = train.train(train.train_config("Hopper-v4", "data/hopper.arrow", None, [
+            "total_steps=12288", f"device={device}"]), Path(tmp) / "run", resume=True, quiet=True)
+    bad = {k: str(v) for k, v in seen.items() if v.type != device}
     print(f"devices seen: { {k: str(v) for k, v in seen.items()} }; eval return {summary['return_mean']:.1f}")
-    print(f"checkpoint tensors load on cpu: {all(t.device.type == 'cpu' for t in state['generator']['policy'].values())}")
-    if bad or len(seen) < 6:
-        print(f"FAIL: not on CUDA: {bad or 'some checks never ran'}")
+    print(f"checkpoint tensors load on cpu: {all(t.device.type == 'cpu' for t in state.learner['generator']['policy'].values())}; "
+          f"resumed on {device} to round {resumed['rounds']}")
+    if bad or len(seen) < 5:
+        print(f"FAIL: not on {device}: {bad or 'some checks never ran'}")
         return 1
-    print("OK: the learner stayed on CUDA")
+    print(f"OK: the learner stayed on {device}")
     return 0
 
 

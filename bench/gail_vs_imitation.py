@@ -55,7 +55,8 @@ def run_imitation(args, seed: int, tmp: Path) -> dict:
     cmd = [args.imitation_python, str(ROOT / "bench" / "imitation_gail.py"), "--env", args.env, "--demos", args.demos,
            "--seed", str(seed), "--steps", str(args.steps), "--eval-every-steps", str(args.eval_every_steps),
            "--eval-episodes", str(args.eval_episodes), "--eval-seed", str(seed + 1_000_000), "--out", str(out)]
-    subprocess.run(cmd, check=True, cwd=ROOT)
+    with open(tmp / f"imitation-{seed}.log", "w") as log:  # imitation prints a table per round
+        subprocess.run(cmd, check=True, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     return json.loads(out.read_text())
 
 
