@@ -76,13 +76,29 @@ class _Squeeze(nn.Module):
         return x.squeeze(1)
 
 
-class DiscriminatorNet(nn.Module):
-    """(N, in_size) features -> (N,) logits; `mlp` as imitation's `build_mlp` names its layers."""
+class _NormalizeLeading(nn.Module):
+    """A RunningNorm over all but the last `passthrough` columns (0/1 flags, which need none: a
+    flag that is always 0 would get a near-zero variance, and its gradient, scaled by 1 / sqrt(eps),
+    would swamp a gradient penalty)."""
 
-    def __init__(self, in_size: int, hid_sizes: list[int], spectral_norm: bool = False):
+    def __init__(self, in_size: int, passthrough: int):
+        super().__init__()
+        self.passthrough = passthrough
+        self.norm = RunningNorm(in_size - passthrough)
+
+    def forward(self, x: th.Tensor) -> th.Tensor:
+        k = x.shape[1] - self.passthrough
+        return th.cat([self.norm(x[:, :k]), x[:, k:]], dim=1)
+
+
+class DiscriminatorNet(nn.Module):
+    """(N, in_size) features -> (N,) logits; `mlp` as imitation's `build_mlp` names its layers
+    (`passthrough` > 0, the absorbing flags, adds a layer imitation's net does not have)."""
+
+    def __init__(self, in_size: int, hid_sizes: list[int], spectral_norm: bool = False, passthrough: int = 0):
         super().__init__()
         layers: collections.OrderedDict[str, nn.Module] = collections.OrderedDict()
-        layers["normalize_input"] = RunningNorm(in_size)
+        layers["normalize_input"] = _NormalizeLeading(in_size, passthrough) if passthrough else RunningNorm(in_size)
         prev = in_size
         for i, size in enumerate(hid_sizes):
             layers[f"dense{i}"] = _maybe_sn(nn.Linear(prev, size), spectral_norm)
@@ -205,7 +221,7 @@ class Discriminator:
         if cfg.net == "imitation":
             self.net: nn.Module = _ImitationNet(observation_space, action_space, cfg, self.features)
         else:
-            self.net = DiscriminatorNet(self.features.size, list(cfg.net_arch), cfg.spectral_norm)
+            self.net = DiscriminatorNet(self.features.size, list(cfg.net_arch), cfg.spectral_norm, 2 if cfg.absorbing else 0)
         self.net.to(self.device)
         self.optimizer = th.optim.Adam(self.net.parameters(), lr=cfg.disc_lr)
 
