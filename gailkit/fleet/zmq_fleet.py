@@ -91,9 +91,8 @@ class ZmqFleet:
         return proc
 
     def stop(self) -> None:
-        if self.endpoint.address:
-            for peer in self.peers.values():
-                self.endpoint.send(peer.identity, Header(Kind.STOP, self.run_id, peer.actor_id, 0))
+        if self.endpoint.address and self.peers:
+            self._say_stop(time.monotonic() + 0.5)
         deadline = time.monotonic() + 5
         for proc in self.procs:
             try:
@@ -103,6 +102,17 @@ class ZmqFleet:
                 proc.wait()
         self.procs = []
         self.endpoint.close(linger_ms=1000)  # let STOPs to remote actors go out
+
+    def _say_stop(self, until: float) -> None:
+        """STOP every peer, then read what still comes in until `until`, telling whoever talks to stop
+        again. Closing a socket with unread input makes the kernel reset the connection, which can
+        throw away a STOP still in the actor's buffers: draining first is what gets it there."""
+        for peer in self.peers.values():
+            self.endpoint.send(peer.identity, Header(Kind.STOP, self.run_id, peer.actor_id, 0))
+        while (left := until - time.monotonic()) > 0:
+            msg = self.endpoint.recv(int(left * 1000) + 1)
+            if msg is not None and msg[0] in self.peers:
+                self.endpoint.send(msg[0], Header(Kind.STOP, self.run_id, self.peers[msg[0]].actor_id, 0))
 
     def state(self) -> dict[str, Any]:
         return {"actors": []}  # actor processes restart their episodes on resume (see README)
