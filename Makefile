@@ -27,11 +27,11 @@ test-main: setup
 test-imitation: setup-imitation
 	$(PY_IMITATION) -m pytest -q -m imitation
 
-bench-demos: setup
-	$(PY) bench/demo_load.py
+bench-demos: setup-imitation
+	$(PY_IMITATION) bench/demo_load.py
 
 bench-gail: setup setup-imitation
-	$(PY) bench/gail_vs_imitation.py --env CartPole-v1 --seeds 0 1 2 --steps 150000
+	$(PY) bench/gail_vs_imitation.py --env CartPole-v1 --demos data/cartpole.arrow --seeds 0 1 2 --steps 150000 --eval-every-steps 10000 --eval-episodes 5
 
 bench-fleet: setup
 	$(PY) bench/fleet_throughput.py

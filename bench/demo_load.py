@@ -6,6 +6,8 @@ Writes each format once into a temp folder, then times loading it back to numpy 
 median of `--repeats`, page cache warm, so the figure is the loader's own cost without the disk
 read; the file size tells what a cold read adds). Peers: gailkit's restricted pickle loader, and
 imitation's own `serialize.load` followed by `flatten_trajectories`, the usual imitation path.
+Writing imitation's formats needs imitation, which pins gymnasium 0.29: run it with the
+imitation environment's python (`.venv-imitation/bin/python bench/demo_load.py`).
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ import torch as th
 import zmq
 
 from gailkit import envs, policy, wire
-from gailkit.actor import Actor
-from gailkit.config import EnvConfig, PPOConfig
+from gailkit.actor import Actor, ActorSpec
+from gailkit.config import EnvConfig, FleetConfig, PPOConfig
 from gailkit.fleet import InProcessFleet
 from gailkit.fleet.zmq_fleet import ZmqFleet
 
@@ -71,7 +71,7 @@ def subproc_rate(env_cfg, n_envs, n_steps, rounds) -> float:
 
 
 def transport_cost(n_steps: int = 2048, n_envs: int = 8) -> dict[str, float]:
-    actor = Actor(EnvConfig(id="CartPole-v1"), PPO, True, 0, n_envs, 0)
+    actor = Actor(ActorSpec(EnvConfig(id="CartPole-v1"), PPO, True, n_envs=n_envs, seed=0))
     actor.start()
     t0 = time.perf_counter()
     frag = actor.sample(n_steps)
@@ -114,10 +114,11 @@ def main() -> None:
     for label, env_cfg in cases:
         rates = {}
         for n in args.actors:
-            fleet = ZmqFleet(env_cfg, PPO, True, n_slots=n, envs_per_actor=args.envs // n, seed=0, local_actors=n)
+            spec = ActorSpec(env_cfg, PPO, True, n_envs=args.envs // n, seed=0)
+            fleet = ZmqFleet(spec, FleetConfig(actors=n, envs_per_actor=args.envs // n, local_actors=n), envs.spaces(env_cfg))
             rates[f"gailkit, {n} actor process{'es' if n > 1 else ''}"] = fleet_rate(fleet, env_cfg, args.n_steps, args.rounds)
         rates["gailkit in-process (--actors 0)"] = fleet_rate(
-            InProcessFleet(env_cfg, PPO, True, args.envs, 0), env_cfg, args.n_steps, args.rounds)
+            InProcessFleet(ActorSpec(env_cfg, PPO, True, n_envs=args.envs, seed=0)), env_cfg, args.n_steps, args.rounds)
         rates[f"SB3 SubprocVecEnv ({args.envs} processes)"] = subproc_rate(env_cfg, args.envs, args.n_steps, args.rounds)
         base = rates[f"gailkit, {args.actors[0]} actor process"] if 1 in args.actors else 1.0
         for name, rate in rates.items():

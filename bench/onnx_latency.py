@@ -45,13 +45,16 @@ def main() -> None:
     cfg = config.build(TrainConfig, overrides=[f"env.id={args.env}"])
     obs_space, act_space = envs.spaces(cfg.env)
     pol = policy.build(obs_space, act_space, cfg.ppo, cfg.normalize_obs)
-    state = {"round": 0, "config": config.to_dict(cfg), "generator": {"policy": pol.state_dict()},
-             "spaces": {"observation": demos.space_to_json(obs_space), "action": demos.space_to_json(act_space)}}
+    state = checkpoint.RunState(
+        round=0, env_steps=0, config=config.to_dict(cfg), reward_fn="gail",
+        spaces={"observation": demos.space_to_json(obs_space), "action": demos.space_to_json(act_space)},
+        references=checkpoint.References(None, "none", 0.0, 0, 0), best=checkpoint.Best(),
+        learner={"generator": {"policy": pol.state_dict()}}, fleet={}, rng={})
     with tempfile.TemporaryDirectory() as tmp:
         ckpt = checkpoint.save(Path(tmp) / "c.pt", state)
         export.export(ckpt, Path(tmp) / "p.onnx")
         onnx_policy = OnnxPolicy(Path(tmp) / "p.onnx", threads=1)
-    module = export._Deterministic(pol, False, False).eval()
+    module = export._Exported(pol, False, False).eval()
     rng = np.random.default_rng(0)
     one = rng.uniform(-1, 1, (1, *obs_space.shape)).astype(np.float32)
     big = rng.uniform(-1, 1, (1024, *obs_space.shape)).astype(np.float32)
