@@ -129,7 +129,7 @@ class Learner:
                 stats["bc/loss"] = float(np.mean(losses))
         # Normalizer statistics move after the update, so this round's PPO ratio used the
         # normalization the actors used; the new statistics ship with version v + 1.
-        policy.normalizer(self.generator.policy).update(th.as_tensor(flat(frag.obs)))
+        policy.normalizer(self.generator.policy).update(th.tensor(flat(frag.obs)))
         stats["time/ppo_s"] = time.perf_counter() - start
 
         start = time.perf_counter()
