@@ -23,7 +23,8 @@ from pathlib import Path
 
 import torch as th
 
-from gailkit import checkpoint, demos, envs, metrics, train
+from ablations import run  # bench/ is on the path when a script in it runs
+from gailkit import demos, envs
 
 SOURCES = {"arrow": "Arrow, obs + actions", "no-actions": "Arrow, no actions (strip-actions)", "minari": "Minari dataset (HDF5)"}
 
@@ -37,19 +38,6 @@ def make_source(kind: str, src: str, env: str, tmp: Path) -> str:
     os.environ["MINARI_DATASETS_PATH"] = str(tmp / "minari")
     name = env.split("-")[0].lower()
     return str(demos.save(d, f"minari:gailkit/{name}-expert-v0"))
-
-
-def run(env: str, demos_path: str, steps: int, seed: int, every: int, tmp: Path) -> dict:
-    cfg = train.train_config(env, demos_path, None, [f"seed={seed}", f"total_steps={steps}", "eval_episodes=10"])
-    cfg.eval_every = max(1, every // cfg.round_steps)
-    run_dir = tmp / f"run{time.monotonic_ns()}"
-    s = train.train(cfg, run_dir, quiet=True, log=lambda m: None)
-    refs = checkpoint.load(run_dir / "final" / "checkpoint.pt").references
-    curve = [(int(r["env_steps"]), float(r["eval/normalized"])) for r in metrics.read_rows(run_dir / "metrics.csv")
-             if r.get("eval/normalized")]
-    reach = {t: next((st for st, v in curve if v >= t), None) for t in (0.9, 0.95)}
-    return {"curve": curve, "reach": reach, "best": max(v for _, v in curve), "final": curve[-1][1],
-            "seconds": s["seconds"], "expert": refs.expert_return}
 
 
 def main() -> None:
@@ -68,7 +56,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for kind in args.sources:
             path = make_source(kind, args.demos, args.env, Path(tmp))
-            r = run(args.env, path, args.steps, args.seed, args.eval_every_steps, Path(tmp))
+            r = run(args.env, path, args.steps, args.seed, args.eval_every_steps, [], Path(tmp))
             rows.append((kind, r))
             print(f"{SOURCES[kind]}: 0.9 at {r['reach'][0.9]}, 0.95 at {r['reach'][0.95]}, best {r['best']:.2f}, "
                   f"final {r['final']:.2f}, {r['seconds']:.0f} s; curve " + " ".join(f"{s // 1000}k:{v:.2f}" for s, v in r["curve"]),
