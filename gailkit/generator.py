@@ -127,10 +127,8 @@ class Generator:
         by squared error (actions clipped to the bounds, as the env saw them) or its logits by
         cross-entropy. The optimizer (over the actor's layers, not its log std) persists across calls."""
         pol, space = self.policy, self.policy.action_space
-        if self._bc_opt is None:
-            params = [p for p in self._actor_parameters() if p is not getattr(pol, "log_std", None)]
-            self._bc_opt = th.optim.Adam(params, lr=lr)
-        for group in self._bc_opt.param_groups:
+        opt = self._bc_optimizer()
+        for group in opt.param_groups:
             group["lr"] = lr
         if self._bc_data is None or self._bc_data[0] is not obs:  # on the device once per demo set
             self._bc_data = (obs, th.as_tensor(np.array(obs), device=self.device),
@@ -146,11 +144,19 @@ class Generator:
                 loss = th.nn.functional.cross_entropy(out, target[idx].long().reshape(-1) - int(space.start))
             else:
                 loss = ((out - target[idx].float().reshape(out.shape)) ** 2).sum(-1).mean()
-            self._bc_opt.zero_grad()
+            opt.zero_grad()
             loss.backward()
-            self._bc_opt.step()
+            opt.step()
             losses.append(loss.item())
         return losses
+
+    def _bc_optimizer(self) -> th.optim.Adam:
+        """BC's Adam over the actor's layers (not its log std), made once and kept (it is checkpointed)."""
+        if self._bc_opt is None:
+            pol = self.policy
+            params = [p for p in self._actor_parameters() if p is not getattr(pol, "log_std", None)]
+            self._bc_opt = th.optim.Adam(params)  # bc_steps sets the learning rate of every call
+        return self._bc_opt
 
     def behaviour_clone(self, obs: np.ndarray, acts: np.ndarray, epochs: int, batch_size: int, lr: float,
                         rng: np.random.Generator, log_std: float | None = None) -> dict[str, float]:
@@ -171,7 +177,4 @@ class Generator:
         self.policy.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))  # torch shares, not copies, its tensors
         self.ppo._n_updates = int(state["n_updates"])
         if state.get("bc_optimizer") is not None:
-            self.bc_steps(np.zeros((1, *self.policy.observation_space.shape), np.float32),
-                          np.zeros((1, *self.policy.action_space.shape), self.policy.action_space.dtype), 0, 1, 1.0,
-                          np.random.default_rng())  # creates the optimizer over the same parameters
-            self._bc_opt.load_state_dict(copy.deepcopy(state["bc_optimizer"]))
+            self._bc_optimizer().load_state_dict(copy.deepcopy(state["bc_optimizer"]))
