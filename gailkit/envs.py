@@ -73,6 +73,14 @@ def load_user_attr(spec: str, flag: str = "--env") -> Any:
     return value
 
 
+def canonical(spec: str) -> str:
+    """`path/file.py:Class` with its path made absolute (the same file from any folder); other names as they are."""
+    target, _, attr = spec.rpartition(":")
+    if target.endswith(".py") or "/" in target:
+        return f"{Path(target).resolve()}:{attr}"
+    return spec
+
+
 def _load_class(name: str) -> type:
     cls = load_user_attr(name)
     if not (isinstance(cls, type) and issubclass(cls, gym.Env)):

@@ -27,9 +27,9 @@ def slug(env_id: str) -> str:
 
 
 def settings_dirs() -> list[Path]:
-    """Where per-env YAML settings are looked up: ./experts, then the project's experts/."""
-    dirs = [Path.cwd() / "experts", REPO_EXPERTS]
-    return list(dict.fromkeys(d.resolve() for d in dirs if d.is_dir()))
+    """Where per-env YAML settings are looked up: the project's own experts/ only. A folder of the same
+    name in the current folder is never read unless named (`--config FILE`)."""
+    return [REPO_EXPERTS.resolve()] if REPO_EXPERTS.is_dir() else []
 
 
 def find_settings(env_id: str, kind: str) -> Path | None:
@@ -47,9 +47,9 @@ def expert_config(env_id: str, config_file: str | None = None, overrides: list[s
     layers = [("--env", {"env": {"id": env_id}})]
     found = find_settings(env_id, "expert")
     if found is not None:
-        layers.insert(0, (str(found), config.read_yaml(found)))
+        layers.insert(0, (str(found), config.read_settings(found)))
     if config_file:
-        layers.append((config_file, config.read_yaml(config_file)))
+        layers.append((config_file, config.read_settings(config_file)))
     return config.build(ExpertConfig, layers, overrides)
 
 

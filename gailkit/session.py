@@ -83,7 +83,7 @@ class Run:
         if not resume:
             run_dir.check_new()
         state = run_dir.latest(log=log)[0] if resume else None
-        spaces = envs.spaces(cfg.env, allow_code, source=str(run_dir.config))
+        spaces = envs.spaces(cfg.env, allow_code, source=str(run_dir.config) if resume else "the settings file")
         expert_demos = demos.load(cfg.demos, env_id=cfg.env.id, spaces=spaces, unsafe_pickle=cfg.unsafe_pickle)
         if not expert_demos.has_actions:
             cfg = observation_only(cfg)

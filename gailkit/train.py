@@ -24,14 +24,16 @@ from gailkit.session import Run
 
 def train_config(env_id: str | None, demos_path: str | None, config_file: str | None, overrides: list[str],
                  preset: str | None = None) -> TrainConfig:
-    """Defaults, then the env's `experts/*.gail.yaml`, then a preset, then `config_file`, then flags and `--set`."""
+    """Defaults, then the env's `experts/*.gail.yaml`, then a preset, then `config_file`, then flags and `--set`.
+
+    Files never open a door (`config.DOORS`: only flags and `--set` do)."""
     layers: list[tuple[str, dict]] = []
-    file_data = config.migrate(config.read_yaml(config_file)) if config_file else {}
+    file_data = config.read_settings(config_file) if config_file else {}
     env_id = env_id or (file_data.get("env") or {}).get("id")
     if env_id:
         found = experts.find_settings(env_id, "gail")
         if found is not None:
-            layers.append((str(found), config.migrate(config.read_yaml(found))))
+            layers.append((str(found), config.read_settings(found)))
     if preset:
         layers.append((f"--preset {preset}", config.preset(preset)))
     if config_file:

@@ -1,7 +1,8 @@
 """Settings: the dataclasses (`schema`) and how YAML files, presets and `--set` build them (`loading`)."""
 
 from gailkit.config.loading import (
-    PRESETS, build, from_dict, merge, migrate, nest, parse_override, preset, read_yaml, save_yaml, to_dict,
+    PRESETS, build, from_dict, merge, migrate, nest, parse_override, preset, read_settings, read_yaml, save_yaml, to_dict,
+    DOORS, without_doors,
 )
 from gailkit.config.schema import (
     BCConfig, DiscConfig, EnvConfig, ExpertConfig, FieldError, FleetConfig, PPOConfig, TrainConfig,
@@ -9,7 +10,7 @@ from gailkit.config.schema import (
 from gailkit.errors import ConfigError
 
 __all__ = [
-    "PRESETS", "build", "from_dict", "merge", "migrate", "nest", "parse_override", "preset", "read_yaml", "save_yaml",
+    "PRESETS", "build", "from_dict", "merge", "migrate", "nest", "parse_override", "preset", "read_settings", "read_yaml", "DOORS", "without_doors", "save_yaml",
     "to_dict", "BCConfig", "DiscConfig", "EnvConfig", "ExpertConfig", "FieldError", "FleetConfig", "PPOConfig", "TrainConfig",
     "ConfigError",
 ]

@@ -45,6 +45,12 @@ class _Peer:
     bad: int = 0
 
 
+# The actor process's entry point. `python -m` and `-c` put the current folder first on sys.path,
+# where a folder named like an installed package (envs/, gailkit/) would be imported in its place:
+# the actor drops that entry and imports what the learner's installation has.
+_ACTOR_MAIN = "import sys; del sys.path[0]; from gailkit.cli import main; sys.exit(main())"
+
+
 class ZmqFleet:
     def __init__(self, spec: ActorSpec, cfg: FleetConfig, spaces: tuple[gym.Space, gym.Space],
                  interrupt: threading.Event | None = None, allow_code: bool = True, heartbeat_s: float = 1.0):
@@ -77,7 +83,7 @@ class ZmqFleet:
         actor_id = self._next_id
         self._next_id += 1
         connect = self.address.replace("0.0.0.0", "127.0.0.1")
-        cmd = [sys.executable, "-m", "gailkit.cli", "actor", "--connect", connect, "--actor-id", str(actor_id),
+        cmd = [sys.executable, "-c", _ACTOR_MAIN, "actor", "--connect", connect, "--actor-id", str(actor_id),
                "--parent-pid", str(os.getpid())]
         if self.cfg.key_file:
             cmd += ["--key-file", str(self.cfg.key_file)]
