@@ -48,6 +48,11 @@ def _train_overrides(args: argparse.Namespace) -> list[str]:
     return overrides
 
 
+def typed_env(args: argparse.Namespace, env_id: str) -> bool:
+    """Whether `env_id` was typed in this invocation (`--env` or `--set env.id=`), so may name code."""
+    return env_id == args.env or f"env.id={env_id}" in [o.replace(" ", "") for o in args.overrides]
+
+
 def train(args: argparse.Namespace) -> int:
     from gailkit import config, experts
     from gailkit import train as train_mod
@@ -60,7 +65,7 @@ def train(args: argparse.Namespace) -> int:
         saved = args.resume / "config.yaml"
         if not saved.is_file():
             raise ConfigError(f"--resume {args.resume}: no config.yaml there (is it a run directory?)")
-        cfg = config.build(TrainConfig, [(str(saved), config.migrate(config.read_yaml(saved)))], overrides)
+        cfg = config.build(TrainConfig, [(str(saved), config.read_settings(saved))], overrides)
         if args.env and args.env != cfg.env.id:
             raise ConfigError(f"--resume {args.resume}: the run trains {cfg.env.id}, not {args.env}")
         run_dir, allow_code = args.resume, args.env == cfg.env.id  # code named by a file runs only if typed again
@@ -71,7 +76,7 @@ def train(args: argparse.Namespace) -> int:
         if not cfg.env.id:
             raise ConfigError(f"--config {args.config}: names no env.id; pass --env")
         run_dir = args.run_dir or Path("runs") / f"{experts.slug(cfg.env.id)}-{time.strftime('%Y%m%d-%H%M%S')}"
-        allow_code = True
+        allow_code = typed_env(args, cfg.env.id)
     s = train_mod.train(cfg, run_dir, resume=args.resume is not None, quiet=args.quiet, allow_code=allow_code)
     state = "interrupted, checkpoint saved" if s["interrupted"] else "done"
     print(f"{state}: {s['rounds']} rounds, {s['env_steps']:,} env steps in {s['seconds']:.0f} s -> {s['run_dir']}")
@@ -145,7 +150,7 @@ def infer(args: argparse.Namespace) -> int:
 
 
 def tune(args: argparse.Namespace) -> int:
-    from gailkit import config, experts
+    from gailkit import config, envs, experts
     from gailkit import train as train_mod
     from gailkit import tune as tune_mod
 
@@ -153,7 +158,9 @@ def tune(args: argparse.Namespace) -> int:
         saved = args.resume / "tune.yaml"
         if not saved.is_file():
             raise ConfigError(f"--resume {args.resume}: no tune.yaml there (is it a gailkit tune folder?)")
-        search = tune_mod.Search(**config.read_yaml(saved))
+        search, allow_code = tune_mod.load_search(saved, args.env)
+        if args.env and not allow_code:
+            raise ConfigError(f"--resume {args.resume}: the search tunes {search.base['env']['id']}, not {args.env}")
         out = args.resume
     else:
         if not args.env or args.space is None:
@@ -163,15 +170,15 @@ def tune(args: argparse.Namespace) -> int:
                 raise ConfigError(f"--{flag} must be >= 1, got {getattr(args, flag)}")
         base = train_mod.train_config(args.env, args.demos, args.config, list(args.overrides), args.preset)
         base.demos = str(Path(base.demos).resolve()) if not base.demos.startswith("minari:") else base.demos
-        if base.env.id.partition(":")[0].endswith(".py"):
-            base.env.id = f"{Path(base.env.id.rpartition(':')[0]).resolve()}:{base.env.id.rpartition(':')[2]}"
+        allow_code = typed_env(args, base.env.id)
+        base.env.id = envs.canonical(base.env.id)  # trials run in other folders
         search = tune_mod.Search(base=config.to_dict(base), space=tune_mod.read_space(args.space, base), trials=args.trials,
                                  budget=args.budget, seeds=args.seeds, scheduler=args.scheduler, search=args.search,
                                  resources=_resources(args.resources))
         out = args.out or Path("tune") / f"{experts.slug(base.env.id)}-{time.strftime('%Y%m%d-%H%M%S')}"
         if out.exists() and any(out.iterdir()):
             raise ConfigError(f"--out {out}: exists and is not empty; choose another folder or --resume it")
-    rows = tune_mod.run(search, out, resume=args.resume is not None, ray_address=args.ray_address)
+    rows = tune_mod.run(search, out, resume=args.resume is not None, ray_address=args.ray_address, allow_code=allow_code)
     keys = list(search.space)
     print(f"{'trial':<14} {'score':>7} {'best':>7} {'last':>7} {'env steps':>10} {'s':>7} {'status':<14} " + " ".join(keys))
     for r in rows:
@@ -184,13 +191,13 @@ def tune(args: argparse.Namespace) -> int:
 
 
 def _resources(text: str) -> dict[str, float]:
-    out = {"cpu": 1.0, "gpu": 0.0}
+    from gailkit.tune import check_resources
+
+    out: dict[str, float] = {}
     for part in filter(None, text.split(",")):
         key, _, value = part.partition("=")
         try:
             out[key.strip()] = float(value)
         except ValueError:
             raise ConfigError(f"--resources {text!r}: expected NAME=NUMBER[,NAME=NUMBER], e.g. cpu=1,gpu=0") from None
-        if key.strip() not in ("cpu", "gpu") or out[key.strip()] < 0:
-            raise ConfigError(f"--resources {text!r}: cpu and gpu take numbers >= 0")
-    return out
+    return check_resources(out, f"--resources {text!r}")
