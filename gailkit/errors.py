@@ -19,3 +19,7 @@ class DemoError(GailkitError):
 
 class ExpertError(GailkitError):
     """An expert cannot be loaded or does not fit the env."""
+
+
+class InputError(GailkitError):
+    """An input path is not a plain file, leaves the folder it must stay in, or is larger than allowed."""

@@ -11,9 +11,12 @@ import contextlib
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+
+from gailkit.errors import InputError
 
 
 def _umask() -> int:
@@ -23,7 +26,7 @@ def _umask() -> int:
 
 
 @contextlib.contextmanager
-def atomic_path(target: str | Path, suffix: str = "") -> Iterator[Path]:
+def atomic_path(target: str | Path, suffix: str = "", mode: int | None = None) -> Iterator[Path]:
     """Yield a temp path beside `target`; on success rename it over `target`, else remove it.
 
     `suffix` lets writers that insist on an extension (SB3 appends `.zip`) keep it on the temp name.
@@ -37,7 +40,7 @@ def atomic_path(target: str | Path, suffix: str = "") -> Iterator[Path]:
         yield tmp
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual mode
+        os.chmod(tmp, 0o666 & ~_umask() if mode is None else mode)  # mkstemp makes 0600; the usual mode, or `mode`
         os.replace(tmp, target)
     finally:
         if tmp.exists():
@@ -65,8 +68,8 @@ def atomic_dir(target: str | Path) -> Iterator[Path]:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def atomic_write_bytes(target: str | Path, data: bytes) -> None:
-    with atomic_path(target) as tmp:
+def atomic_write_bytes(target: str | Path, data: bytes, mode: int | None = None) -> None:
+    with atomic_path(target, mode=mode) as tmp:
         tmp.write_bytes(data)
 
 
@@ -106,3 +109,63 @@ def clean_stale(folder: str | Path) -> list[Path]:
             path.unlink(missing_ok=True)
         removed.append(path)
     return removed
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading: plain files only (a FIFO or a device would block or never end), within bounds.
+
+
+def check_regular(path: str | Path, what: str = "") -> Path:
+    """`path` if it is a plain file (links followed); a FIFO, device, socket or folder is refused in one line."""
+    path = Path(path)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise InputError(f"{what}{path}: no such file") from None
+    except OSError as e:
+        raise InputError(f"{what}{path}: cannot read ({e.strerror})") from None
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
+        raise InputError(f"{what}{path}: {kind}, not a plain file")
+    return path
+
+
+def read_regular(path: str | Path, limit: int, what: str = "") -> bytes:
+    """The bytes of the plain file `path`, refusing FIFOs and devices (never blocks) and files over `limit` bytes."""
+    path = Path(path)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(f"{what}{path}: not a plain file (a FIFO, device or folder)")
+        if info.st_size > limit:
+            raise InputError(f"{what}{path}: {info.st_size:,} bytes, over the {limit:,} this file may have")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise InputError(f"{what}{path}: over the {limit:,} bytes this file may have")
+    return data
+
+
+def inside(path: str | Path, folder: str | Path, what: str = "") -> Path:
+    """`path` resolved, if it stays inside `folder` (links resolved); else one line."""
+    resolved, root = Path(path).resolve(), Path(folder).resolve()
+    if resolved != root and root not in resolved.parents:
+        raise InputError(f"{what}{path}: leaves {folder}; gailkit reads only inside it")
+    return resolved
+
+
+def check_writable_target(path: str | Path, flag: str = "--out") -> Path:
+    """A path a writer may replace: new, or an existing plain file (never a device, FIFO, folder or link to one)."""
+    path = Path(path)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return path
+    except OSError as e:
+        raise InputError(f"{flag} {path}: cannot check it ({e.strerror})") from None
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
+        raise InputError(f"{flag} {path}: {kind}; gailkit writes only new paths or plain files")
+    if os.path.islink(path):
+        raise InputError(f"{flag} {path}: a link; gailkit replaces only plain files, never what a link points to")
+    return path

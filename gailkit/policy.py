@@ -13,6 +13,7 @@ import io
 import json
 import math
 import zipfile
+from zlib import error as zlib_error
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,9 @@ import torch as th
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
+from gailkit import fsutil, limits
 from gailkit.config import PPOConfig
+from gailkit.errors import GailkitError
 from gailkit.fragments import Weights
 
 
@@ -205,10 +208,14 @@ def read_sb3_zip(path: Path, observation_space: Any, action_space: Any):
     from the env; the weights must fit the rebuilt network exactly.
     """
     try:
-        with zipfile.ZipFile(path) as z:
+        with zipfile.ZipFile(fsutil.check_regular(path)) as z:
+            for name in ("data", "policy.pth"):  # declared sizes first: a zip bomb is refused before it inflates
+                info = z.getinfo(name)
+                limits.check_size(info.file_size, info.compress_size, f"{path}: {name}")
             data = json.loads(z.read("data"))
             weights = th.load(io.BytesIO(z.read("policy.pth")), map_location="cpu", weights_only=True)
-    except (zipfile.BadZipFile, KeyError, OSError, ValueError, RuntimeError, EOFError) as e:
+    except (zipfile.BadZipFile, KeyError, OSError, ValueError, RuntimeError, EOFError, NotImplementedError,
+            zlib_error, GailkitError) as e:
         raise ValueError(f"{path}: not a readable stable-baselines3 zip ({type(e).__name__}: {str(e).splitlines()[0]})") from None
     if not isinstance(data, dict) or "ActorCriticPolicy.__init__" not in str((data.get("policy_class") or {}).get("__init__", "")):
         raise ValueError(f"{path}: not a stable-baselines3 PPO/A2C zip with an MlpPolicy (ActorCriticPolicy)")

@@ -23,7 +23,7 @@ import zmq.utils.z85
 from zmq.utils.monitor import recv_monitor_message
 
 from gailkit import fsutil
-from gailkit.errors import ConfigError
+from gailkit.errors import ConfigError, GailkitError
 from gailkit.wire import HEADER_SIZE, Header, Kind, ProtocolError, parse_header
 
 HWM = 16
@@ -35,25 +35,49 @@ def generate_keys(path: str | Path) -> Path:
     client_public, client_secret = zmq.curve_keypair()
     data = {"server_public": server_public.decode(), "server_secret": server_secret.decode(),
             "client_public": client_public.decode(), "client_secret": client_secret.decode()}
-    path = Path(path)
-    fsutil.atomic_write_text(path, json.dumps(data, indent=2) + "\n")
-    os.chmod(path, 0o600)
+    path = fsutil.check_writable_target(path)
+    fsutil.atomic_write_bytes(path, (json.dumps(data, indent=2) + "\n").encode(), mode=0o600)
     return path
 
 
 def read_keys(path: str | Path) -> dict[str, bytes]:
     """The four z85 keys of a key file; anything else is a ConfigError naming the file."""
     try:
-        data = json.loads(Path(path).read_text())
+        raw = fsutil.read_regular(path, 64 << 10)
+    except (OSError, GailkitError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e).removeprefix(f"{path}: ")
+        raise ConfigError(f"--key-file {path}: not a gailkit key file ({why}); make one with gailkit keys generate") from None
+    try:
+        data = json.loads(raw)
         keys = {k: data[k].encode() for k in ("server_public", "server_secret", "client_public", "client_secret")}
         for key in keys.values():
             if len(key) != 40:
                 raise ValueError(f"a key of {len(key)} characters, CURVE keys have 40")
             zmq.utils.z85.decode(key)
-        return keys
-    except (OSError, ValueError, KeyError, AttributeError, TypeError, UnicodeError) as e:
+        for who in ("server", "client"):
+            if zmq.curve_public(keys[f"{who}_secret"]) != keys[f"{who}_public"]:
+                raise ValueError(f"its {who} public key is not the one of its {who} secret key")
+    except (OSError, ValueError, KeyError, AttributeError, TypeError, UnicodeError, zmq.ZMQError) as e:
         why = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {e}"
         raise ConfigError(f"--key-file {path}: not a gailkit key file ({why}); make one with gailkit keys generate") from None
+    if os.stat(path).st_mode & 0o077:
+        raise ConfigError(f"--key-file {path}: readable or writable by others than you; its secret keys let anyone "
+                          f"join or impersonate the learner (chmod 600 {path})")
+    return keys
+
+
+def check_endpoint(endpoint: str, flag: str) -> str:
+    """`tcp://HOST:PORT` (PORT 1-65535, or 0 for any free one when listening) or `ipc://PATH`; one line otherwise."""
+    scheme, sep, rest = endpoint.partition("://")
+    if scheme == "ipc" and rest:
+        return endpoint
+    if scheme != "tcp" or not sep:
+        raise ConfigError(f"{flag} {endpoint}: expected tcp://HOST:PORT (or ipc://PATH on one machine)"
+                          + ("; inproc:// reaches only threads of one process" if scheme == "inproc" else ""))
+    host, _, port = rest.rpartition(":")
+    if not host or not port.isdigit() or not 0 <= int(port) <= 65535 or (int(port) == 0 and flag != "--listen"):
+        raise ConfigError(f"{flag} {endpoint}: expected tcp://HOST:PORT with a port from 1 to 65535")
+    return endpoint
 
 
 def is_loopback(endpoint: str) -> bool:
@@ -75,6 +99,7 @@ class LearnerEndpoint:
     """The learner's socket. `start()` binds; `recv()` returns `(identity, header, body)` or None."""
 
     def __init__(self, bind: str, run_id: bytes, key_file: str | None = None, max_bytes: int = 256 << 20):
+        check_endpoint(bind, "--listen")
         if not key_file and not is_loopback(bind):
             raise ConfigError(f"--listen {bind}: listening beyond loopback needs --key-file (gailkit keys generate)")
         self.bind, self.run_id, self.key_file, self.max_bytes = bind, run_id, key_file, max_bytes
@@ -205,6 +230,7 @@ class ActorEndpoint:
     """An actor's socket, connected to the learner (reconnects by itself after drops)."""
 
     def __init__(self, connect: str, key_file: str | None = None):
+        check_endpoint(connect, "--connect")
         self.connect, self.key_file = connect, key_file
         self._ctx: zmq.Context | None = None
         self._sock: zmq.Socket | None = None

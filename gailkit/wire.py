@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from gailkit import arrow_tensors
+from gailkit import arrow_tensors, limits
+from gailkit.errors import InputError
 from gailkit.fragments import Fragment, Weights
 
 PROTOCOL_VERSION = 2  # 2: REJECT; fragments checked against the run's spaces
@@ -84,6 +85,10 @@ def _ipc(batch: pa.RecordBatch) -> bytes:
 
 
 def _read_batch(body: bytes) -> pa.RecordBatch:
+    try:
+        limits.check_ipc(body, "message")  # declared, decompressed sizes, before Arrow allocates any
+    except InputError as e:
+        raise ProtocolError("malformed", str(e)[:300]) from None
     try:
         table = pa.ipc.open_stream(pa.py_buffer(body)).read_all()
         table.validate(full=True)  # offsets and lengths checked before any value is touched

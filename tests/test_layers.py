@@ -7,14 +7,14 @@ from pathlib import Path
 PKG = Path(__file__).resolve().parents[1] / "gailkit"
 
 LAYERS = {
-    "gailkit": -1, "errors": -1, "fsutil": -1, "arrow_tensors": -1,  # below layer 0: the version, user errors, atomic writes
+    "errors": -3, "fsutil": -2, "limits": -2, "gailkit": -1, "arrow_tensors": -1,  # below layer 0: the version, user errors, atomic writes
     "config": 0, "fragments": 0,
     "envs": 1, "demos": 1, "policy": 1, "wire": 1, "discriminator": 1,
     "actor": 2, "generator": 2, "transport": 2, "checkpoint": 2, "experts": 2, "inference": 2, "metrics": 2,
     "fleet": 3, "learner": 3, "rundir": 3,
     "session": 4, "evaluate": 4, "export": 4,
     "train": 5,
-    "tune": 6,
+    "tune": 6, "signing": -1,
     "cli": 7,
 }
 ACTOR_SIDE_FORBIDDEN = {"learner", "generator", "discriminator", "demos"}

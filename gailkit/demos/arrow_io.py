@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from gailkit import arrow_tensors, fsutil
+from gailkit import arrow_tensors, fsutil, limits
 from gailkit.demos.core import Demos, DemoMeta, episode_columns
 from gailkit.errors import DemoError
 
@@ -59,27 +59,58 @@ def _nested_lists_to_numpy(arr: pa.Array, name: str, path: Path) -> np.ndarray:
 
 
 def _open_ipc(path: Path) -> pa.Table:
+    """An Arrow IPC file or stream, its declared (decompressed) sizes checked before anything is read."""
+    fsutil.check_regular(path)
     source = pa.memory_map(str(path), "r")
+    whole = source.read_buffer()
+    if whole.size >= 6 and whole[:6].to_pybytes() == b"ARROW1" or not _is_feather_v1(whole):
+        limits.check_ipc(whole, str(path))
     try:
         return pa.ipc.open_file(source).read_all()
     except pa.ArrowInvalid:
         pass
     try:
-        return pa.ipc.open_stream(pa.memory_map(str(path), "r")).read_all()
+        return pa.ipc.open_stream(whole).read_all()
     except pa.ArrowInvalid:
         pass
-    import pyarrow.feather as feather  # Feather v1 or compressed files
+    import pyarrow.feather as feather  # Feather v1: uncompressed, so bounded by the file's own size
 
     return feather.read_table(str(path))
 
 
+def _is_feather_v1(buf: pa.Buffer) -> bool:
+    return buf.size >= 4 and buf[:4].to_pybytes() == b"FEA1"
+
+
+def _check_parquet(path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    file = pq.ParquetFile(str(path))
+    meta, schema = file.metadata, file.schema_arrow
+    declared = 0.0
+    for i in range(meta.num_row_groups):  # encoded sizes say little (a dictionary of one zero): count rows x widths
+        group = meta.row_group(i)
+        for j in range(group.num_columns):
+            column = group.column(j)
+            top = column.path_in_schema.split(".")[0]
+            width = limits.fixed_width(schema.field(top).type) if top in schema.names else None
+            declared += max(0, column.total_uncompressed_size) if width is None else 0
+        declared += group.num_rows * sum(limits.fixed_width(f.type) or 0 for f in schema)
+    limits.check_size(int(declared), path.stat().st_size, str(path))
+
+
 def read_table(path: Path, fmt: str) -> pa.Table:
+    """A whole demo table, bounded (`limits`) and fully validated (offsets, lengths) before any value is used."""
     try:
         if fmt == "parquet":
             import pyarrow.parquet as pq
 
-            return pq.read_table(str(path), memory_map=True)
-        return _open_ipc(path)
+            _check_parquet(fsutil.check_regular(path))
+            table = pq.read_table(str(path), memory_map=True)
+        else:
+            table = _open_ipc(path)
+        table.validate(full=True)
+        return table
     except (pa.ArrowException, OSError) as e:
         raise DemoError(f"{path}: not a readable {fmt} file, truncated or corrupt ({str(e).splitlines()[0]})") from None
 
@@ -90,7 +121,7 @@ def read_meta(path: Path, fmt: str) -> DemoMeta:
         if fmt == "parquet":
             import pyarrow.parquet as pq
 
-            schema = pq.read_schema(str(path))
+            schema = pq.read_schema(str(fsutil.check_regular(path)))
         else:
             schema = _open_ipc_schema(path)
     except (pa.ArrowException, OSError) as e:
@@ -99,6 +130,7 @@ def read_meta(path: Path, fmt: str) -> DemoMeta:
 
 
 def _open_ipc_schema(path: Path) -> pa.Schema:
+    fsutil.check_regular(path)
     try:
         return pa.ipc.open_file(pa.memory_map(str(path), "r")).schema
     except pa.ArrowInvalid:
@@ -200,14 +232,21 @@ def is_imitation_dataset(path: Path) -> bool:
 
 def read_imitation_dataset(path: Path) -> Demos:
     try:
-        state = json.loads((path / "state.json").read_text())
+        state = json.loads(fsutil.read_regular(path / "state.json", 1 << 20))
         files = [path / f["filename"] for f in state["_data_files"]]
+        if not files or not all(isinstance(f["filename"], str) for f in state["_data_files"]):
+            raise ValueError("no data files listed")
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise DemoError(f"{path}: not a readable imitation dataset folder (state.json: {e})") from None
     tables = []
     for f in files:
+        fsutil.check_regular(fsutil.inside(f, path, "state.json names "), "state.json names ")
         try:
-            tables.append(pa.ipc.open_stream(pa.memory_map(str(f), "r")).read_all())
+            shard = pa.memory_map(str(f), "r").read_buffer()
+            limits.check_ipc(shard, str(f))
+            table = pa.ipc.open_stream(shard).read_all()
+            table.validate(full=True)
+            tables.append(table)
         except (pa.ArrowException, OSError) as e:
             raise DemoError(f"{f}: truncated or corrupt dataset shard ({str(e).splitlines()[0]})") from None
     table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]

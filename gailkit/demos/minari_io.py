@@ -19,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from gailkit import fsutil, limits
 from gailkit.demos.core import Demos, DemoMeta, space_from_json, space_to_json
-from gailkit.errors import DemoError
+from gailkit.errors import DemoError, GailkitError
 
 PREFIX = "minari:"
 
@@ -34,7 +35,9 @@ def resolve(spec: str | Path) -> Path:
     text = str(spec)
     if text.startswith(PREFIX):
         dataset_id = text[len(PREFIX):]
-        path = root() / dataset_id / "data"
+        if not dataset_id or dataset_id.startswith(("/", "~")) or ".." in Path(dataset_id).parts:
+            raise DemoError(f"{text}: a Minari dataset id is a name inside the local root, like hopper/expert-v0")
+        path = fsutil.inside(root() / dataset_id / "data", root(), f"{text}: ")
         if not (path / "metadata.json").is_file():
             raise DemoError(f"{text}: no such dataset in the local Minari root {root()} (gailkit reads offline: "
                             "copy the dataset there, or pass its folder)")
@@ -48,15 +51,15 @@ def is_dataset(path: Path) -> bool:
     if not meta.is_file():
         return False
     try:
-        d = json.loads(meta.read_text())
-    except (OSError, ValueError):
+        d = json.loads(fsutil.read_regular(meta, 16 << 20))
+    except (OSError, ValueError, GailkitError):
         return False
     return isinstance(d, dict) and "data_format" in d and "observation_space" in d
 
 
 def _metadata(data: Path) -> dict[str, Any]:
     try:
-        meta = json.loads((data / "metadata.json").read_text())
+        meta = json.loads(fsutil.read_regular(data / "metadata.json", 16 << 20))
         obs_space = space_from_json(_json(meta["observation_space"]))
         act_space = space_from_json(_json(meta["action_space"]))
         spec = _json(meta.get("env_spec") or "null")
@@ -115,32 +118,44 @@ def _read_hdf5(data: Path) -> list[dict[str, np.ndarray]]:
     except ImportError:
         raise DemoError(f"{data}: reading Minari's HDF5 storage needs h5py: pip install 'gailkit[minari]'") from None
     try:
-        with h5py.File(data / "main_data.hdf5", "r") as f:
+        with h5py.File(fsutil.check_regular(data / "main_data.hdf5"), "r") as f:
             names = sorted((k for k in f.keys() if k.startswith("episode_")), key=lambda k: int(k.split("_")[1]))
             return [{k: _dataset(f[name], k, data) for k in ("observations", "actions", "rewards", "terminations", "truncations")}
                     for name in names]
-    except (OSError, KeyError, ValueError) as e:
-        raise DemoError(f"{data}: main_data.hdf5 is not a readable Minari file ({type(e).__name__}: {e})") from None
+    except GailkitError:
+        raise
+    except Exception as e:  # noqa: BLE001 - h5py raises many types for crafted files; all mean unreadable
+        raise DemoError(f"{data}: main_data.hdf5 is not a readable Minari file ({type(e).__name__}: {str(e)[:200]})") from None
 
 
 def _dataset(group: Any, key: str, data: Path) -> np.ndarray:
     item = group[key]
+    where = f"{data / 'main_data.hdf5'}: {item.name}"
     if not hasattr(item, "shape"):
         raise DemoError(f"{data}: '{key}' is a group (Dict or Tuple spaces are not supported)")
+    if item.external or item.is_virtual:  # storage in other files: they could be anything on this machine
+        raise DemoError(f"{where}: stored in {'external files' if item.external else 'other files (a virtual dataset)'}; "
+                        "gailkit reads only data inside the dataset's own file")
+    if item.dtype.kind not in "biuf":
+        raise DemoError(f"{where}: dtype {item.dtype} is not numeric")
+    declared = int(np.prod(item.shape, dtype=np.float64)) * item.dtype.itemsize
+    stored = item.id.get_storage_size()
+    if declared and not stored:
+        raise DemoError(f"{where}: declares {declared:,} bytes but stores none")
+    limits.check_size(declared, stored, where)
     return np.asarray(item[()])
 
 
 def _read_arrow(data: Path) -> list[dict[str, np.ndarray]]:
     import pyarrow as pa
-    import pyarrow.feather as feather
 
-    from gailkit.demos.arrow_io import _nested_lists_to_numpy
+    from gailkit.demos.arrow_io import _nested_lists_to_numpy, read_table
 
     episodes = []
     folders = sorted((p for p in data.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
     for folder in folders:
         try:
-            table = pa.concat_tables([feather.read_table(str(p)) for p in sorted(folder.glob("part-*.arrow"))])
+            table = pa.concat_tables([read_table(p, "arrow") for p in sorted(folder.glob("part-*.arrow"))])
         except (pa.ArrowException, OSError, ValueError) as e:
             raise DemoError(f"{folder}: not a readable Minari episode ({str(e).splitlines()[0]})") from None
         ep = {}
@@ -165,6 +180,14 @@ def write(demos: Demos, spec: str, data_format: str = "hdf5") -> Path:
     if demos.acts is None:
         raise DemoError("Minari datasets hold actions; these demos have none")
     dataset_id = spec[len(PREFIX):]
+    from minari.dataset.minari_dataset import parse_dataset_id
+
+    try:
+        parse_dataset_id(dataset_id)
+    except ValueError:
+        raise DemoError(f"{spec}: not a Minari dataset id (NAMESPACE/NAME-vN or NAME-vN, e.g. hopper/expert-v0)") from None
+    if ".." in Path(dataset_id).parts or dataset_id.startswith("/"):
+        raise DemoError(f"{spec}: a Minari dataset id is a name inside the local root, like hopper/expert-v0")
     obs_space, act_space = space_from_json(demos.meta.observation_space), space_from_json(demos.meta.action_space)
     bounds = demos.episode_bounds()
     rews = demos.rews if demos.rews is not None else np.zeros(len(demos), np.float32)
@@ -179,7 +202,15 @@ def write(demos: Demos, spec: str, data_format: str = "hdf5") -> Path:
 
     # Minari records an env by making it: registry ids only (callers import the project's envs/ first), no code.
     env = gym.spec(demos.meta.env_id) if demos.meta.env_id in gym.registry else None
-    minari.create_dataset_from_buffers(dataset_id, buffers, env=env, observation_space=obs_space,
-                                       action_space=act_space, algorithm_name=demos.meta.source or "gailkit",
-                                       data_format=data_format, description=f"env {demos.meta.env_id}")
+    try:
+        minari.create_dataset_from_buffers(dataset_id, buffers, env=env, observation_space=obs_space,
+                                           action_space=act_space, algorithm_name=demos.meta.source or "gailkit",
+                                           data_format=data_format, description=f"env {demos.meta.env_id}")
+    except BaseException as e:
+        import shutil
+
+        shutil.rmtree(root() / dataset_id, ignore_errors=True)  # nothing half-written stays in the root
+        if isinstance(e, (ValueError, TypeError, OSError)):
+            raise DemoError(f"{spec}: minari could not write it ({type(e).__name__}: {str(e)[:200]})") from None
+        raise
     return root() / dataset_id / "data"

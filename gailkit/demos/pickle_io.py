@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from gailkit import fsutil
+from gailkit import fsutil, limits
 from gailkit.demos.arrow_io import from_columns
 from gailkit.demos.core import Demos, DemoMeta
 from gailkit.demos.unpickler import RECORDS, RefusedGlobal, RestrictedUnpickler, peek_env_id
@@ -26,7 +26,7 @@ __all__ = ["RECORDS", "RefusedGlobal", "RestrictedUnpickler", "peek_env_id", "re
 
 def _unpickle(path: Path, unsafe: bool) -> Any:
     try:
-        data = path.read_bytes()
+        data = fsutil.read_regular(path, limits.memory_budget())
     except OSError as e:
         raise DemoError(f"{path}: cannot read ({e.strerror})") from None
     if not data:
