@@ -250,10 +250,10 @@ class _ProtocolPeer:
     """A peer that speaks the protocol correctly (HELLO, then a FRAGMENT for each WORK) but answers
     each WORK with `reply(header, good_fragment) -> (kind, body)`: a hostile or broken actor."""
 
-    def __init__(self, address, reply):
+    def __init__(self, address, reply, hello_id=77):
         from gailkit.actor import Actor
 
-        self.reply, self.stop, self.works = reply, threading.Event(), 0
+        self.reply, self.stop, self.works, self.hello_id = reply, threading.Event(), 0, hello_id
         self.actor = Actor(ActorSpec(EnvConfig(id="CartPole-v1"), PPO, True, n_envs=2, seed=9))
         self.actor.start()
         self.ctx = zmq.Context()
@@ -265,8 +265,12 @@ class _ProtocolPeer:
 
     def _run(self):
         run_id, my_id = bytes(16), -1
-        self.sock.send_multipart([Header(Kind.HELLO, run_id, -1, 0).pack(), b'{"actor_id": 77}'])
+        self.sock.send_multipart([Header(Kind.HELLO, run_id, -1, 0).pack(), b'{"actor_id": %d}' % self.hello_id])
+        beat = time.monotonic()
         while not self.stop.is_set():
+            if time.monotonic() - beat > 0.5:  # alive, whatever it does with its WORK
+                beat = time.monotonic()
+                self.sock.send_multipart([Header(Kind.HEARTBEAT, run_id, my_id, 0).pack(), b""])
             if not self.sock.poll(100):
                 continue
             head, body = self.sock.recv_multipart()
@@ -277,8 +281,10 @@ class _ProtocolPeer:
                 self.works += 1
                 weights, n_steps = wire.decode_work(h, body)
                 self.actor.set_weights(weights)
-                kind, out = self.reply(h, self.actor.sample(n_steps))
-                self.sock.send_multipart([Header(kind, run_id, my_id, h.policy_version).pack(), out])
+                answer = self.reply(h, self.actor.sample(n_steps))
+                if answer is not None:  # None: keep the slot and never fill it
+                    kind, out = answer
+                    self.sock.send_multipart([Header(kind, run_id, my_id, h.policy_version).pack(), out])
             elif h.kind == Kind.STOP:
                 return
 
@@ -313,6 +319,7 @@ BAD_FRAGMENTS = {
     "episode stats that do not add up": _bad(episode_returns=lambda f: np.zeros(len(f.episode_returns) + 3),
                                              episode_lengths=lambda f: np.ones(len(f.episode_lengths) + 3, np.int64)),
     "REJECT of every WORK": lambda h, f: (Kind.REJECT, b'{"reason": "no"}'),
+    "WORK taken, only heartbeats sent": lambda h, f: None,
 }
 
 
@@ -320,9 +327,9 @@ BAD_FRAGMENTS = {
 def test_a_peer_sending_bad_fragments_never_stops_the_round_and_is_cut_off(case):
     """The round completes with real actors' fragments; the bad peer's are dropped by reason and
     its slot handed out again; after max_bad_fragments it is cut off (and told to STOP)."""
-    fleet = _fleet(local_actors=1, n_slots=2, max_bad_fragments=3)
+    fleet = _fleet(local_actors=1, n_slots=2, max_bad_fragments=3, heartbeat_timeout=2.0)
     fleet.start()
-    peer = _ProtocolPeer(fleet.address, BAD_FRAGMENTS[case])
+    peer = _ProtocolPeer(fleet.address, BAD_FRAGMENTS[case], hello_id=0)  # claims the local actor's id, too
     try:
         for version in range(6):
             frags = fleet.collect(_weights(version), n_steps=20)
@@ -330,8 +337,10 @@ def test_a_peer_sending_bad_fragments_never_stops_the_round_and_is_cut_off(case)
             assert all(set(np.unique(f.acts)) <= {0, 1} for f in frags)
         reasons = {k: v for k, v in fleet.dropped.items() if v}
         assert fleet.dropped["cut_off"] == 1, (case, reasons, peer.works)
-        bad = sum(v for k, v in reasons.items() if k.startswith("invalid_") or k in ("rejected_work", "malformed"))
+        bad = sum(v for k, v in reasons.items() if k.startswith("invalid_") or k in ("rejected_work", "malformed",
+                                                                                      "slot_deadline"))
         assert bad == 3, reasons
+        assert fleet.restarts == 0 and all(p.poll() is None for p in fleet.procs)  # the local actor it posed as lives
         assert peer.works == 3 and peer.thread.join(5) is None and not peer.thread.is_alive()  # STOP ended it
     finally:
         peer.close()

@@ -49,7 +49,8 @@ def run_actor(connect: str, key_file: str | None = None, actor_id: int = -1, par
         last_sent = time.monotonic()
 
     def hello() -> None:
-        say(Kind.HELLO, body=wire.encode_json({"actor_id": my_id, "host": socket.gethostname(), "pid": os.getpid()}))
+        say(Kind.HELLO, body=wire.encode_json({"actor_id": my_id, "host": socket.gethostname(), "pid": os.getpid(),
+                                               "token": os.environ.get("GAILKIT_ACTOR_TOKEN", "")}))
 
     def heartbeat() -> None:
         if time.monotonic() - last_sent >= heartbeat_s:

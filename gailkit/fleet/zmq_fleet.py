@@ -19,6 +19,8 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
+import hmac
+import secrets
 import subprocess
 import sys
 import threading
@@ -43,6 +45,7 @@ class _Peer:
     slot: int | None = None
     proc: subprocess.Popen | None = None
     bad: int = 0
+    slot_at: float = 0.0
 
 
 # The actor process's entry point. `python -m` and `-c` put the current folder first on sys.path,
@@ -66,6 +69,7 @@ class ZmqFleet:
         self.banned: set[bytes] = set()
         self.procs: list[subprocess.Popen] = []
         self.restarts = 0
+        self.slot_seconds: collections.deque[float] = collections.deque(maxlen=32)  # hand-out to fragment, recent slots
         self.stats: dict[str, float] = {}
         self.dropped = self.endpoint.dropped
         self.address = ""
@@ -89,9 +93,10 @@ class ZmqFleet:
             cmd += ["--key-file", str(self.cfg.key_file)]
         if self.allow_code and ":" in self.spec.env.id:
             cmd += ["--env", self.spec.env.id]  # the user typed this code env: the actor may load it
-        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        token = secrets.token_hex(16)
+        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", GAILKIT_ACTOR_TOKEN=token)
         proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL)
-        proc.actor_id = actor_id  # type: ignore[attr-defined]
+        proc.actor_id, proc.token = actor_id, token  # type: ignore[attr-defined]
         self.procs.append(proc)
         self._unclaimed.add(actor_id)
         return proc
@@ -130,18 +135,23 @@ class ZmqFleet:
 
     def _hello(self, identity: bytes, body: bytes, now: float) -> None:
         try:
-            wanted = int(wire.decode_json(body).get("actor_id", -1))
-        except (ProtocolError, TypeError, ValueError, OverflowError):
+            hello = wire.decode_json(body)
+            wanted, token = int(hello.get("actor_id", -1)), str(hello.get("token", ""))
+        except (ProtocolError, TypeError, ValueError, OverflowError, AttributeError):
             self.dropped["malformed"] += 1
             return
         peer = self.peers.get(identity)
         if peer is None:
-            taken = {p.actor_id for p in self.peers.values()}
+            # An id reserved for a local process goes only to the process that holds its token (from its
+            # environment): a peer claiming it gets a fresh id, and cutting that peer off kills nothing here.
+            proc = next((p for p in self.procs if getattr(p, "actor_id", None) == wanted), None)
+            if proc is not None and not hmac.compare_digest(token.encode(), proc.token.encode()):  # type: ignore[attr-defined]
+                proc, wanted = None, -1
+            taken = {p.actor_id for p in self.peers.values()} | {getattr(p, "actor_id", None) for p in self.procs if p is not proc}
             if wanted < 0 or wanted in taken or wanted >= 1 << 31:
                 wanted = self._next_id
                 self._next_id += 1
             self._unclaimed.discard(wanted)
-            proc = next((p for p in self.procs if getattr(p, "actor_id", None) == wanted), None)
             peer = self.peers[identity] = _Peer(identity, wanted, now, proc=proc)
         peer.last_seen = now
         spec = self.spec.with_id(peer.actor_id)
@@ -176,11 +186,22 @@ class ZmqFleet:
             self.dropped["cut_off"] += 1
             self._lose(peer, pending)
 
+    def slot_deadline(self) -> float:
+        """Seconds a peer may hold a slot: 10x the median of recent slots plus `heartbeat_timeout` (no limit before
+        any slot was filled). A peer that takes WORK and only sends heartbeats loses the slot, is counted
+        (`slot_deadline`), and is cut off at `max_bad_fragments`."""
+        if not self.slot_seconds:
+            return float("inf")
+        return 10 * sorted(self.slot_seconds)[len(self.slot_seconds) // 2] + self.cfg.heartbeat_timeout
+
     def _check_liveness(self, now: float, pending: collections.deque) -> None:
+        deadline = self.slot_deadline()
         for peer in list(self.peers.values()):
             dead_proc = peer.proc is not None and peer.proc.poll() is not None
             if dead_proc or now - peer.last_seen > self.cfg.heartbeat_timeout:
                 self._lose(peer, pending)
+            elif peer.slot is not None and now - peer.slot_at > deadline:
+                self._strike(peer, "slot_deadline", pending)
         for proc in list(self.procs):  # local processes that died before saying hello
             if proc.poll() is not None and getattr(proc, "actor_id", None) in self._unclaimed:
                 self._unclaimed.discard(proc.actor_id)  # type: ignore[attr-defined]
@@ -252,6 +273,7 @@ class ZmqFleet:
                 self._strike(peer, f"invalid_{e.reason}", pending)
                 continue
             results[peer.slot] = frag
+            self.slot_seconds.append(now - peer.slot_at)
             peer.slot = None
             received_bytes += len(payload)
             sample_s.append(frag.sample_seconds)
@@ -270,6 +292,6 @@ class ZmqFleet:
             if peer.slot is None and pending:
                 slot = pending.popleft()
                 if self.endpoint.send(peer.identity, Header(Kind.WORK, self.run_id, peer.actor_id, version), body):
-                    peer.slot = slot
+                    peer.slot, peer.slot_at = slot, time.monotonic()
                 else:
                     pending.appendleft(slot)
