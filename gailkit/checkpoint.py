@@ -94,7 +94,13 @@ def save(path: str | Path, state: RunState) -> Path:
     data["references"] = dataclasses.asdict(state.references)
     data["best"] = dataclasses.asdict(state.best)
     with fsutil.atomic_path(path) as tmp:
-        th.save(data, tmp)
+        try:
+            th.save(data, tmp)
+        except RuntimeError as e:  # torch's writer reports a full disk or a failed write as a RuntimeError
+            import errno
+
+            raise OSError(errno.EIO, f"cannot write a checkpoint ({str(e).splitlines()[0][:200]}; is the disk full?)",
+                          str(path)) from None
     return path
 
 
@@ -119,7 +125,31 @@ def load(path: str | Path, device: str | th.device = "cpu") -> RunState:
         best = Best(**data["best"])
     except TypeError as e:
         raise CheckpointError(f"{path}: malformed 'references' or 'best' ({e})") from None
+    problem = _check_values(data, refs, best)
+    if problem:
+        raise CheckpointError(f"{path}: {problem}")
     return RunState(**{**data, "references": refs, "best": best})
+
+
+def _number(v: Any, optional: bool = False) -> bool:
+    import math
+
+    return (v is None and optional) or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v))
+
+
+def _check_values(data: dict[str, Any], refs: References, best: Best) -> str:
+    """What is wrong with a checkpoint's counters, references and best evaluation ('' when nothing)."""
+    if not 0 <= data["round"] < 1 << 40 or not 0 <= data["env_steps"] < 1 << 50:
+        return f"counters round {data['round']}, env_steps {data['env_steps']} out of range"
+    if not (_number(refs.expert_return, optional=True) and _number(refs.random_return) and isinstance(refs.expert_source, str)
+            and isinstance(refs.random_episodes, int) and isinstance(refs.random_seed, int)):
+        return "malformed 'references' (returns must be finite numbers)"
+    if best.metric not in ("return", "action_error") or not _number(best.value, optional=True) \
+            or not isinstance(best.round, int) or isinstance(best.round, bool):
+        return "malformed 'best'"
+    if not isinstance(data["learner"].get("generator"), dict) or not isinstance(data["learner"].get("discriminator"), dict):
+        return "field 'learner' has no generator or discriminator state"
+    return ""
 
 
 def load_policy(path: str | Path, device: str = "cpu"):

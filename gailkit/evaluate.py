@@ -116,7 +116,9 @@ def _plots(run_dir: Path, cfg: TrainConfig, obs_space, act_space, env_cfg, episo
     untrained = envs.run_episodes(policy.deterministic_actor(untrained_pol), env_cfg, episodes, seed, allow_code=allow_code)
     r_expert = refs.expert_return
     expert_label = f"expert ({refs.expert_source}, {r_expert:.1f})" if r_expert is not None else ""
-    out_dir = rundir.RunDir(run_dir).plots
+    run = rundir.RunDir(run_dir)
+    run.check_own()  # plots/ must not be a link out of the run
+    out_dir = run.plots
     written = []
 
     def save(fig, name: str) -> None:

@@ -14,8 +14,9 @@ Every file is written atomically; `clean()` removes temp files whose writer died
 
 from __future__ import annotations
 
+import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from gailkit import checkpoint, config, fsutil
@@ -30,6 +31,8 @@ class RunDir:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.created = False
+        self.was_empty = False
+        self._lock: int | None = None
         self.config = self.path / "config.yaml"
         self.metrics = self.path / "metrics.csv"
         self.tensorboard = self.path / "tensorboard"
@@ -55,15 +58,50 @@ class RunDir:
 
     def create(self, cfg: TrainConfig) -> None:
         self.check_new()
-        self.created = not self.path.exists()
+        self.created, self.was_empty = not self.path.exists(), self.path.is_dir()
         self.path.mkdir(parents=True, exist_ok=True)
+        self.lock()
         config.save_yaml(cfg, self.config)
 
     def remove(self) -> None:
-        """Remove the folder, only if this process created it (a start that failed)."""
-        if self.created:
-            shutil.rmtree(self.path, ignore_errors=True)
-            self.created = False
+        """Undo a start that failed: remove the folder this process created, or empty the empty one it was given
+        (so the same command can be run again)."""
+        if self.created or self.was_empty:
+            self.unlock()
+            if self.created:
+                shutil.rmtree(self.path, ignore_errors=True)
+            else:
+                for child in self.path.iterdir():
+                    shutil.rmtree(child, ignore_errors=True) if child.is_dir() and not child.is_symlink() else child.unlink()
+            self.created = self.was_empty = False
+
+    def lock(self) -> None:
+        """Hold the run against a second writer (another `train` or `--resume` of it) until this process ends."""
+        import fcntl
+
+        if self._lock is not None:
+            return
+        fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise ConfigError(f"{self.path}: in use by another gailkit process (a run has one writer); wait for it "
+                              "to end, or stop it first") from None
+        self._lock = fd
+
+    def unlock(self) -> None:
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
+
+    def check_own(self) -> None:
+        """Every folder and file gailkit writes or removes in the run is its own: no link leads out of it."""
+        for path in (self.config, self.metrics, self.tensorboard, self.checkpoints, self.plots, self.path / "best",
+                     self.path / "final", *self.round_checkpoints(), self.slot("best"), self.slot("final")):
+            if path.is_symlink():
+                raise ConfigError(f"{path}: a link; gailkit writes and removes only inside the run folder, never through "
+                                  "links (replace it with a plain file or folder)")
 
     def clean(self) -> list[Path]:
         """Remove temp files of atomic writes left by processes that are gone."""
@@ -71,6 +109,7 @@ class RunDir:
 
     def save(self, state: RunState, which: str = "round") -> Path:
         """`round`: checkpoints/round_<n>.pt, keeping the newest KEEP; `best` or `final`: their slot."""
+        self.check_own()
         if which == "round":
             path = checkpoint.save(self.checkpoints / f"round_{state.round:06d}.pt", state)
             for old in self.round_checkpoints()[:-KEEP]:
@@ -79,10 +118,18 @@ class RunDir:
         return checkpoint.save(self.slot(which), state)
 
     def round_checkpoints(self) -> list[Path]:
-        return sorted(self.checkpoints.glob("round_*.pt"))
+        if self.checkpoints.is_symlink():
+            return []  # never read, rotated or deleted through a link (`check_own` refuses such a run)
+        return sorted(p for p in self.checkpoints.glob("round_*.pt") if not p.is_symlink())
 
     def latest(self, device: str = "cpu", log: Callable[[str], None] = print) -> tuple[RunState, Path]:
         """The newest readable round checkpoint; unreadable newer ones are skipped, and said so."""
+        return next(self.readable(device, log))
+
+    def readable(self, device: str = "cpu", log: Callable[[str], None] = print) -> Iterator[tuple[RunState, Path]]:
+        """Readable round checkpoints, newest first (a caller that cannot use one takes the next); unreadable ones
+        are skipped and said so; none at all is a CheckpointError."""
+        self.check_own()
         found = self.round_checkpoints()
         if not found:
             raise CheckpointError(f"{self.path}: no checkpoints/round_*.pt to resume from")
@@ -95,8 +142,9 @@ class RunDir:
                 continue
             for problem in problems:
                 log(f"gailkit: warning: skipped {problem}")
-            return state, path
-        raise CheckpointError(f"{self.path}: no readable checkpoint ({'; '.join(problems)})")
+            problems = []
+            yield state, path
+        raise CheckpointError(f"{self.path}: no usable checkpoint ({'; '.join(problems) or 'none left'})")
 
     def find(self, which: str) -> Path:
         """The checkpoint file for `best`, `final` or `latest`; best and final fall back to the newest."""

@@ -19,7 +19,7 @@ import numpy as np
 import torch as th
 
 from gailkit import config, demos, envs
-from gailkit.checkpoint import RANDOM_EPISODES, Best, References, RunState
+from gailkit.checkpoint import RANDOM_EPISODES, Best, CheckpointError, References, RunState
 from gailkit.config import TrainConfig
 from gailkit.discriminator import Discriminator, choose_reward_fn
 from gailkit.errors import ConfigError
@@ -33,8 +33,12 @@ def resolve_device(name: str) -> th.device:
         return th.device("cuda" if th.cuda.is_available() else "cpu")
     try:
         device = th.device(name)
-    except RuntimeError:
+    except (RuntimeError, TypeError, ValueError):
         raise ConfigError(f"'device': unknown device {name!r} (auto, cpu, cuda, cuda:N)") from None
+    if device.type not in ("cpu", "cuda"):
+        raise ConfigError(f"'device': {name!r} is not supported (auto, cpu, cuda, cuda:N)")
+    if device.type == "cuda" and device.index is not None and device.index >= max(1, th.cuda.device_count()):
+        raise ConfigError(f"'device': {name} asked for, but torch sees {th.cuda.device_count()} CUDA device(s)")
     if device.type == "cuda" and not th.cuda.is_available():
         raise ConfigError(f"'device': {name} asked for, but torch sees no CUDA device (use --device auto or cpu)")
     return device
@@ -64,6 +68,25 @@ def observation_only(cfg: TrainConfig) -> TrainConfig:
     return dataclasses.replace(cfg, disc=dataclasses.replace(cfg.disc, use_action=False, use_next_state=True))
 
 
+def _restore(learner: Learner, state: RunState, states, log: Callable[[str], None]) -> RunState:
+    """Load the newest checkpoint whose learner state fits this run (an edited net_arch, tampered tensors, a
+    bad RNG state: the next older one is tried, and each skipped one is said)."""
+    while True:
+        try:
+            learner.load_state_dict(state.learner)
+            if not all(th.isfinite(p).all() for p in learner.generator.policy.parameters()):
+                raise ValueError("non-finite policy weights")
+            saved = _rng_state()
+            _set_rng_state(state.rng)  # only checks that it applies; `Run.start` restores it for real
+            _set_rng_state(saved)
+            return state
+        except (KeyError, TypeError, ValueError, IndexError, RuntimeError, AttributeError) as e:
+            why = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+            log(f"gailkit: warning: skipped the checkpoint of round {state.round}: it does not fit this run's settings "
+                f"or holds bad values ({type(e).__name__}: {why})")
+        state = next(states)[0]
+
+
 class Run:
     def __init__(self, cfg: TrainConfig, run_dir: RunDir, learner: Learner, fleet: Fleet, spaces, reward_fn: str,
                  references: References, expert_demos: demos.Demos, device: th.device,
@@ -82,7 +105,10 @@ class Run:
         device = resolve_device(cfg.device)
         if not resume:
             run_dir.check_new()
-        state = run_dir.latest(log=log)[0] if resume else None
+        if resume and run_dir.is_run():
+            run_dir.lock()  # before its checkpoints are read: a second --resume of the same run is refused
+        states = run_dir.readable(log=log) if resume else None
+        state = next(states)[0] if states is not None else None
         spaces = envs.spaces(cfg.env, allow_code, source=str(run_dir.config) if resume else "the settings file")
         expert_demos = demos.load(cfg.demos, env_id=cfg.env.id, spaces=spaces, unsafe_pickle=cfg.unsafe_pickle)
         if not expert_demos.has_actions:
@@ -106,6 +132,8 @@ class Run:
 
             policy.normalizer(generator.policy).update(th.as_tensor(np.array(expert_demos.obs)))
         learner = Learner(cfg, generator, disc, expert, rng)
+        if state is not None and states is not None:
+            state = _restore(learner, state, states, log)
         fleet = make_fleet(cfg, spaces, interrupt, allow_code)
         return cls(cfg, run_dir, learner, fleet, spaces, reward_fn, references, expert_demos, device, state, log)
 
@@ -127,8 +155,10 @@ class Run:
         if self.resume_from is not None:
             for path in self.dir.clean():
                 self.log(f"gailkit: removed {path}, a temp file of a write that never finished")
-            self.learner.load_state_dict(self.resume_from.learner)
-            self.fleet.load_state(self.resume_from.fleet)
+            try:
+                self.fleet.load_state(self.resume_from.fleet)
+            except (KeyError, TypeError, ValueError, IndexError) as e:
+                raise CheckpointError(f"the checkpoint's fleet state does not fit this run ({type(e).__name__}: {e})") from None
             _set_rng_state(self.resume_from.rng)
         else:
             self.dir.create(self.cfg)
@@ -137,6 +167,7 @@ class Run:
         if self.started:
             self.started = False
             self.fleet.stop()
+        self.dir.unlock()
 
     def state(self) -> RunState:
         return RunState(round=self.learner.version, env_steps=self.learner.env_steps, config=config.to_dict(self.cfg),

@@ -53,7 +53,12 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, quiet: bo
     """Train GAIL per `cfg` into `run_dir`; with `resume`, continue from its newest readable checkpoint.
     `on_eval(env_steps, eval_stats)` is called after every evaluation (gailkit tune reports them)."""
     stop = StopSignals()
-    run = Run.prepare(cfg, RunDir(run_dir), resume, log, allow_code, stop.event)
+    folder = RunDir(run_dir)
+    try:
+        run = Run.prepare(cfg, folder, resume, log, allow_code, stop.event)
+    except BaseException:
+        folder.unlock()
+        raise
     hooks = [Evaluate(run, on_eval), Checkpoints(run), Metrics(run), Progress(run, quiet, log)]
     interrupted = False
     with stop:
