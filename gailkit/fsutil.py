@@ -32,6 +32,7 @@ def atomic_path(target: str | Path, suffix: str = "", mode: int | None = None) -
     `suffix` lets writers that insist on an extension (SB3 appends `.zip`) keep it on the temp name.
     """
     target = Path(target)
+    _replaceable(target, is_dir=False)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=f".tmp{suffix}", dir=target.parent)
     os.close(fd)
@@ -51,6 +52,7 @@ def atomic_path(target: str | Path, suffix: str = "", mode: int | None = None) -
 def atomic_dir(target: str | Path) -> Iterator[Path]:
     """Yield a temp folder beside `target`; on success it replaces `target` (an old one is removed)."""
     target = Path(target)
+    _replaceable(target, is_dir=True)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=target.parent))
     try:
@@ -66,6 +68,19 @@ def atomic_dir(target: str | Path) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _replaceable(target: Path, is_dir: bool) -> None:
+    """An atomic write replaces only what it would write: a plain file (or a folder, for `atomic_dir`), or a
+    link (the link is replaced, never what it points to); never a device, FIFO or socket."""
+    try:
+        mode = os.lstat(target).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(mode) or (stat.S_ISDIR(mode) if is_dir else stat.S_ISREG(mode)):
+        return
+    raise InputError(f"{target}: exists and is {_kind(mode)}; gailkit replaces only {'folders' if is_dir else 'plain files'} "
+                     "it writes, never anything else")
 
 
 def atomic_write_bytes(target: str | Path, data: bytes, mode: int | None = None) -> None:
@@ -122,22 +137,29 @@ def check_regular(path: str | Path, what: str = "") -> Path:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
         raise InputError(f"{what}{path}: no such file") from None
-    except OSError as e:
-        raise InputError(f"{what}{path}: cannot read ({e.strerror})") from None
+    except (OSError, ValueError) as e:
+        raise InputError(f"{what}{str(path)!r}: cannot read ({getattr(e, 'strerror', None) or e})") from None
     if not stat.S_ISREG(mode):
-        kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
-        raise InputError(f"{what}{path}: {kind}, not a plain file")
+        raise InputError(f"{what}{path}: {_kind(mode)}, not a plain file")
     return path
+
+
+def _kind(mode: int) -> str:
+    return "a folder" if stat.S_ISDIR(mode) else "a plain file" if stat.S_ISREG(mode) else \
+        "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
 
 
 def read_regular(path: str | Path, limit: int, what: str = "") -> bytes:
     """The bytes of the plain file `path`, refusing FIFOs and devices (never blocks) and files over `limit` bytes."""
     path = Path(path)
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except ValueError as e:  # an embedded NUL byte
+        raise InputError(f"{what}{str(path)!r}: not a usable path ({e})") from None
     with os.fdopen(fd, "rb") as f:
         info = os.fstat(f.fileno())
         if not stat.S_ISREG(info.st_mode):
-            raise InputError(f"{what}{path}: not a plain file (a FIFO, device or folder)")
+            raise InputError(f"{what}{path}: {_kind(info.st_mode)}, not a plain file")
         if info.st_size > limit:
             raise InputError(f"{what}{path}: {info.st_size:,} bytes, over the {limit:,} this file may have")
         data = f.read(limit + 1)
@@ -148,24 +170,19 @@ def read_regular(path: str | Path, limit: int, what: str = "") -> bytes:
 
 def inside(path: str | Path, folder: str | Path, what: str = "") -> Path:
     """`path` resolved, if it stays inside `folder` (links resolved); else one line."""
-    resolved, root = Path(path).resolve(), Path(folder).resolve()
+    try:
+        resolved, root = Path(path).resolve(), Path(folder).resolve()
+    except (ValueError, OSError) as e:  # an embedded NUL byte, a link loop
+        raise InputError(f"{what}{str(path)!r}: not a usable path ({e})") from None
     if resolved != root and root not in resolved.parents:
         raise InputError(f"{what}{path}: leaves {folder}; gailkit reads only inside it")
     return resolved
 
 
 def check_writable_target(path: str | Path, flag: str = "--out") -> Path:
-    """A path a writer may replace: new, or an existing plain file (never a device, FIFO, folder or link to one)."""
-    path = Path(path)
+    """A path a writer may replace: new, a plain file or a link (never a device, FIFO, socket or folder)."""
     try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        return path
-    except OSError as e:
-        raise InputError(f"{flag} {path}: cannot check it ({e.strerror})") from None
-    if not stat.S_ISREG(mode):
-        kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
-        raise InputError(f"{flag} {path}: {kind}; gailkit writes only new paths or plain files")
-    if os.path.islink(path):
-        raise InputError(f"{flag} {path}: a link; gailkit replaces only plain files, never what a link points to")
-    return path
+        _replaceable(Path(path), is_dir=False)
+    except InputError as e:
+        raise InputError(f"{flag} {e}") from None
+    return Path(path)

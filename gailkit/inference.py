@@ -29,6 +29,10 @@ def session(model: str | Path | bytes, threads: int = 1):
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     source = model if isinstance(model, bytes) else str(model)
+    if not isinstance(model, bytes):
+        from gailkit import fsutil, limits
+
+        limits.check_size(fsutil.check_regular(model).stat().st_size, None, str(model))
     try:
         return ort.InferenceSession(source, sess_options=opts, providers=["CPUExecutionProvider"])
     except Exception as e:  # onnxruntime raises its own exception types for bad files
@@ -42,18 +46,28 @@ class OnnxPolicy:
         if not path.is_file():
             raise InferenceError(f"{path}: no such ONNX file")
         self.session = session(path, threads)
-        meta = self.session.get_modelmeta().custom_metadata_map
+        try:
+            meta = self.session.get_modelmeta().custom_metadata_map
+        except (UnicodeDecodeError, RuntimeError) as e:
+            raise InferenceError(f"{path}: unreadable metadata ({type(e).__name__})") from None
         if "observation_space" not in meta:
             raise InferenceError(f"{path}: no gailkit metadata (observation_space); export it with gailkit export")
         self.path = path
         self.metadata: dict[str, str] = dict(meta)
         self.env_id: str = meta.get("env_id", "")
-        self.observation_space: dict[str, Any] = json.loads(meta["observation_space"])
-        self.action_space: dict[str, Any] = json.loads(meta["action_space"])
+        try:
+            self.observation_space: dict[str, Any] = _space(json.loads(meta["observation_space"]))
+            self.action_space: dict[str, Any] = _space(json.loads(meta["action_space"]))
+        except (KeyError, ValueError, TypeError) as e:
+            raise InferenceError(f"{path}: its gailkit metadata is malformed ({type(e).__name__}: {e})") from None
         obs = self.observation_space
-        self.obs_shape: tuple[int, ...] = tuple(obs.get("shape", ())) if obs["type"] == "Box" else ()
-        self.obs_dtype = np.dtype(obs["dtype"]) if obs["type"] == "Box" else np.dtype(np.int64)
+        self.obs_shape: tuple[int, ...] = tuple(obs["shape"])
+        self.obs_dtype = np.dtype(obs["dtype"])
+        inputs = [i.name for i in self.session.get_inputs()]
         self.outputs = [o.name for o in self.session.get_outputs()]
+        if inputs != ["obs"] or "action" not in self.outputs:
+            raise InferenceError(f"{path}: takes {inputs} and gives {self.outputs}; a gailkit policy takes ['obs'] "
+                                 "and gives 'action'")
 
     def _batch(self, obs: Any) -> tuple[np.ndarray, bool]:
         arr = np.asarray(obs)
@@ -70,7 +84,11 @@ class OnnxPolicy:
     def run(self, obs: Any) -> dict[str, np.ndarray]:
         """Every output of the graph (`action`, and `value`/`log_prob` when exported) for `obs`."""
         batch, single = self._batch(obs)
-        out = dict(zip(self.outputs, self.session.run(None, {"obs": np.ascontiguousarray(batch)})))
+        try:
+            out = dict(zip(self.outputs, self.session.run(None, {"obs": np.ascontiguousarray(batch)})))
+        except Exception as e:  # noqa: BLE001 - onnxruntime raises its own types for graphs that do not run
+            raise InferenceError(f"{self.path}: the graph failed on an observation ({str(e).splitlines()[0][:200]})") from None
+        _check_actions(out["action"], len(batch), self.action_space, self.path)
         return {k: v[0] for k, v in out.items()} if single else out
 
     def predict(self, obs: Any) -> np.ndarray:
@@ -78,3 +96,40 @@ class OnnxPolicy:
         return self.run(obs)["action"]
 
     __call__ = predict
+
+
+_KINDS = {"Box", "Discrete", "MultiDiscrete", "MultiBinary"}
+
+
+def _space(d: Any) -> dict[str, Any]:
+    """A space's JSON checked enough to size arrays by: a known type, a shape of small non-negative ints, a
+    numeric dtype; `shape` and `dtype` filled in for the discrete kinds."""
+    if not isinstance(d, dict) or d.get("type") not in _KINDS:
+        raise ValueError(f"a space of type {d.get('type') if isinstance(d, dict) else d!r}")
+    out = dict(d)
+    if d["type"] == "Discrete":
+        n = d.get("n")
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n < 1 << 31:
+            raise ValueError(f"Discrete n={n!r}")
+        out.update(shape=[], dtype="int64")
+    elif d["type"] == "MultiBinary" and "shape" not in d:
+        out["shape"], out["dtype"] = [d.get("n")], "int8"
+    shape = out.get("shape", [])
+    if not isinstance(shape, list) or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 20 for v in shape) \
+            or int(np.prod(shape, dtype=np.float64)) > 1 << 28:
+        raise ValueError(f"shape {shape!r}")
+    dtype = np.dtype(str(out.get("dtype", "float32")))
+    if dtype.kind not in "fiub":
+        raise ValueError(f"dtype {dtype}")
+    out["dtype"] = dtype.name
+    return out
+
+
+def _check_actions(actions: Any, n: int, space: dict[str, Any], path: Path) -> None:
+    """What the graph returned fits the action space: one finite action per observation, of its shape (and range)."""
+    arr = np.asarray(actions)
+    if arr.dtype.kind not in "fiub" or arr.shape != (n, *space["shape"]) or (arr.dtype.kind == "f" and not np.isfinite(arr).all()):
+        raise InferenceError(f"{path}: the graph returned actions of shape {arr.shape} ({arr.dtype}); the action space "
+                             f"{space['type']} needs ({n}, {', '.join(map(str, space['shape']))}), finite")
+    if space["type"] == "Discrete" and not ((arr >= space.get("start", 0)) & (arr < space.get("start", 0) + space["n"])).all():
+        raise InferenceError(f"{path}: the graph returned an action outside Discrete({space['n']})")

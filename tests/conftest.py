@@ -13,6 +13,8 @@ import pytest
 from gailkit import experts
 
 ROOT = Path(__file__).resolve().parents[1]
+# gailkit's own per-user files (the tune signing key) go to a folder of the test run, not the user's ~/.config.
+os.environ.setdefault("XDG_CONFIG_HOME", str(Path(os.environ.get("TMPDIR", "/tmp")) / f"gailkit-tests-{os.getpid()}"))
 
 
 @pytest.fixture(scope="session")

@@ -260,3 +260,204 @@ def test_a_pickle_over_the_budget_is_refused_unread(tmp_path):
 def test_the_budget_setting_is_checked():
     _one_line(run_cli("demos", "inspect", "data/customenv.arrow", env={"GAILKIT_MEMORY_BUDGET": "lots"}),
               "GAILKIT_MEMORY_BUDGET='lots'")
+
+
+# ---------------------------------------------------------------------------------------------
+# Writers that cannot destroy.
+
+
+def test_writers_replace_only_plain_files(tmp_path):
+    fifo = tmp_path / "fifo.arrow"
+    os.mkfifo(fifo)
+    for args in (("demos", "convert", "data/customenv.arrow", str(fifo)),
+                 ("demos", "strip-actions", "data/customenv.arrow", str(fifo)),
+                 ("demos", "record", "--expert", "scripted", "--env", "CustomEnv", "--episodes", "1", "--out", str(fifo)),
+                 ("keys", "generate", "--out", str(fifo))):
+        _one_line(run_cli(*args, timeout=60), "a FIFO")
+        assert fifo.exists() and not fifo.is_file()
+    target = tmp_path / "precious.arrow"
+    target.write_bytes(b"keep")
+    (tmp_path / "link.arrow").symlink_to(target)
+    r = run_cli("demos", "convert", "data/customenv.arrow", str(tmp_path / "link.arrow"))
+    assert r.returncode == 0, r.stderr
+    assert target.read_bytes() == b"keep" and (tmp_path / "link.arrow").is_file()  # the link was replaced, not written through
+
+
+def test_a_run_has_one_writer(tmp_path):
+    run = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "gailkit.cli", "train", "--env", "CustomEnv", "--demos",
+                             "data/customenv.arrow", "--preset", "tiny", "--total-steps", "100000000", "--quiet",
+                             "--run-dir", str(run)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        import time
+
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not list(run.glob("checkpoints/round_*.pt")):
+            time.sleep(0.2)
+        _one_line(run_cli("train", "--resume", str(run), "--total-steps", "200000000"), "in use by another gailkit process")
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=60)
+    r = run_cli("train", "--resume", str(run), "--total-steps", "1", "--quiet")  # free again once the writer ended
+    assert r.returncode == 0, r.stderr
+
+
+def test_links_in_a_run_lead_nowhere(tmp_path):
+    run = tmp_path / "run"
+    r = run_cli("train", "--env", "CustomEnv", "--demos", "data/customenv.arrow", *TINY, "--run-dir", str(run))
+    assert r.returncode == 0, r.stderr
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for i in range(5):
+        (outside / f"round_{i:06d}.pt").write_bytes(b"mine")
+    (run / "checkpoints").rename(tmp_path / "real_checkpoints")
+    (run / "checkpoints").symlink_to(outside)
+    _one_line(run_cli("train", "--resume", str(run), "--total-steps", "4096"), "a link")
+    assert len(list(outside.iterdir())) == 5
+    (run / "checkpoints").unlink()
+    (tmp_path / "real_checkpoints").rename(run / "checkpoints")
+    (run / "plots").symlink_to(outside)
+    _one_line(run_cli("evaluate", str(run), "--episodes", "1"), "a link")
+    assert sorted(p.name for p in outside.iterdir()) == [f"round_{i:06d}.pt" for i in range(5)]
+
+
+def test_a_failed_first_round_leaves_an_empty_run_dir_empty(tmp_path, monkeypatch):
+    from gailkit import train
+    from gailkit.learner import Learner
+
+    run = tmp_path / "given"
+    run.mkdir()
+    cfg = train.train_config("CustomEnv", "data/customenv.arrow", None, ["total_steps=64"], "tiny")
+
+    def boom(self, frags):
+        raise RuntimeError("boom")
+
+    with monkeypatch.context() as m:
+        m.setattr(Learner, "round", boom)
+        with pytest.raises(RuntimeError):
+            train.train(cfg, run, quiet=True, log=lambda m: None)
+    assert run.is_dir() and not list(run.iterdir())
+    assert train.train(cfg, run, quiet=True, log=lambda m: None)["rounds"] >= 1  # the same folder works again
+
+
+# ---------------------------------------------------------------------------------------------
+# One line for every bad flag; nothing waits forever.
+
+
+def _keys(tmp_path: Path) -> Path:
+    r = run_cli("keys", "generate", "--out", str(tmp_path / "k.json"))
+    assert r.returncode == 0, r.stderr
+    return tmp_path / "k.json"
+
+
+@pytest.mark.parametrize("args, message", [
+    (("train", "--env", "CustomEnv", "--seed", "-1"), "--seed: must be in [0, 2**32)"),
+    (("train", "--env", "CustomEnv", "--seed", str(2**32)), "--seed: must be in [0, 2**32)"),
+    (("train", "--env", "CustomEnv", "--set", "seed=-5"), "'seed' must be in [0, 2**32)"),
+    (("evaluate", "runs", "--seed", "-1"), "--seed: must be in [0, 2**32)"),
+    (("infer", "x.onnx", "--seed", "99999999999"), "--seed: must be in [0, 2**32)"),
+    (("demos", "record", "--expert", "scripted", "--env", "CustomEnv", "--seed", "-3", "--out", "x.arrow"), "--seed"),
+    (("expert", "train", "--env", "CartPole-v1", "--seed", "-1"), "--seed: must be in [0, 2**32)"),
+    (("evaluate", "runs", "--episodes", "0"), "--episodes: must be from 1"),
+    (("train", "--env", "CustomEnv", "--device", "meta"), "'meta' is not supported"),
+    (("train", "--env", "CustomEnv", "--device", "mps"), "'mps' is not supported"),
+    (("train", "--env", "CustomEnv", "--device", "xla"), "'xla' is not supported"),
+    (("expert", "train", "--env", "CartPole-v1", "--device", "meta"), "'meta' is not supported"),
+    (("train", "--env", "CustomEnv", "--set", "ppo.batch_size=1"), "'ppo.batch_size' must be >= 2"),
+    (("train", "--config", "/dev/zero"), "a device or socket, not a plain file"),
+    (("train", "--env", "CustomEnv", "--actors", "500", "--local-actors", "500"), "'fleet.local_actors': 500"),
+    (("actor", "--connect", "tcp://127.0.0.1:9", "--learner-timeout", "nan"), "--learner-timeout"),
+    (("actor", "--connect", "tcp://127.0.0.1:9", "--learner-timeout", "inf"), "--learner-timeout"),
+    (("actor", "--connect", "inproc://x"), "inproc:// reaches only threads"),
+    (("train", "--env", "CustomEnv", "--actors", "1", "--listen", "inproc://x"), "inproc://"),
+    (("train", "--env", "CustomEnv", "--actors", "1", "--listen", "tcp://127.0.0.1:70000"), "a port from 1 to 65535"),
+    (("tune", "--env", "CustomEnv", "--space", "experts/spaces/gail.yaml", "--resources", "cpu=nan"), "a finite number"),
+    (("tune", "--env", "CustomEnv", "--space", "experts/spaces/gail.yaml", "--resources", "cpu=0"), "cpu > 0"),
+    (("tune", "--env", "CustomEnv", "--space", "experts/spaces/gail.yaml", "--resources", "tpu=1"), "cpu and gpu only"),
+])
+def test_bad_flags_are_one_line(tmp_path, args, message):
+    r = run_cli(*args, "--demos", "data/customenv.arrow") if args[0] in ("train", "tune") and "--config" not in args \
+        else run_cli(*args, timeout=60)
+    _one_line(r, message)
+
+
+def test_key_files_that_cannot_be_trusted_are_refused(tmp_path):
+    import json
+
+    keys = _keys(tmp_path)
+    assert oct(keys.stat().st_mode & 0o777) == "0o600"
+    loose = tmp_path / "loose.json"
+    loose.write_bytes(keys.read_bytes())
+    loose.chmod(0o644)
+    _one_line(run_cli("actor", "--connect", "tcp://127.0.0.1:9", "--key-file", str(loose)), "chmod 600")
+    (tmp_path / "o").mkdir()
+    other = json.loads(_keys(tmp_path / "o").read_text())
+    mixed = json.loads(keys.read_text())
+    mixed["server_public"] = other["server_public"]
+    bad = tmp_path / "mixed.json"
+    bad.write_text(json.dumps(mixed))
+    bad.chmod(0o600)
+    _one_line(run_cli("actor", "--connect", "tcp://127.0.0.1:9", "--key-file", str(bad)),
+              "its server public key is not the one of its server secret key")
+
+
+def test_a_checkpoint_that_does_not_fit_falls_back_to_an_older_one(tmp_path):
+    import torch as th
+
+    run = tmp_path / "run"
+    r = run_cli("train", "--env", "CustomEnv", "--demos", "data/customenv.arrow", "--preset", "tiny", "--total-steps",
+                "256", "--set", "checkpoint_every=1", "--quiet", "--run-dir", str(run))
+    assert r.returncode == 0, r.stderr
+    newest = sorted((run / "checkpoints").glob("round_*.pt"))[-1]
+    data = th.load(newest, weights_only=True)
+    name = next(iter(data["learner"]["generator"]["policy"]))
+    data["learner"]["generator"]["policy"][name] = th.full_like(data["learner"]["generator"]["policy"][name], float("nan"))
+    th.save(data, newest)
+    r = run_cli("train", "--resume", str(run), "--total-steps", "320", "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert "skipped the checkpoint of round 4" in r.stdout + r.stderr and "resuming at round 3" in r.stdout, r.stdout
+    saved = (run / "config.yaml").read_text()
+    (run / "config.yaml").write_text(saved.replace("- 16", "- 24"))  # an edited net_arch: no checkpoint fits
+    _one_line(run_cli("train", "--resume", str(run), "--total-steps", "512"), "no usable checkpoint")
+    (run / "config.yaml").write_text(saved)
+
+
+def test_crafted_onnx_files_are_one_line(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    def model(meta: dict, out_shape=(None,), out_type=TensorProto.INT64, input_name="obs"):
+        x = helper.make_tensor_value_info(input_name, TensorProto.FLOAT, [None, 2])
+        y = helper.make_tensor_value_info("action", out_type, list(out_shape))
+        node = helper.make_node("ReduceSum", [input_name], ["s"], keepdims=0)
+        cast = helper.make_node("Cast", ["s"], ["action"], to=out_type)
+        g = helper.make_graph([node, cast], "g", [x], [y])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        for k, v in meta.items():
+            m.metadata_props.append(onnx.StringStringEntryProto(key=k, value=v))
+        return m
+
+    box = '{"type": "Box", "shape": [2], "dtype": "float32", "low": "-inf", "high": "inf"}'
+    cases = {
+        "bad json": ({"observation_space": "{", "action_space": "{}", "env_id": "CustomEnv"}, {}, "metadata is malformed"),
+        "unknown space": ({"observation_space": '{"type": "Graph"}', "action_space": box, "env_id": "CustomEnv"}, {},
+                          "metadata is malformed"),
+        "huge shape": ({"observation_space": '{"type": "Box", "shape": [100000, 100000], "dtype": "float32"}',
+                        "action_space": box, "env_id": "CustomEnv"}, {}, "metadata is malformed"),
+        "odd dtype": ({"observation_space": '{"type": "Box", "shape": [2], "dtype": "object"}', "action_space": box,
+                       "env_id": "CustomEnv"}, {}, "metadata is malformed"),
+        "wrong input": ({"observation_space": box, "action_space": box, "env_id": "CustomEnv"}, {"input_name": "x"},
+                        "takes ['x']"),
+        "actions of the wrong shape": ({"observation_space": box, "action_space": box, "env_id": "CustomEnv"},
+                                       {"out_type": TensorProto.FLOAT}, "the graph returned actions of shape ()"),
+        "actions outside Discrete": ({"observation_space": box, "action_space": '{"type": "Discrete", "n": 1}',
+                                      "env_id": "CustomEnv"}, {}, None),
+    }
+    for name, (meta, kw, message) in cases.items():
+        path = tmp_path / f"{name.replace(' ', '_')}.onnx"
+        onnx.save(model(meta, **kw), str(path))
+        r = run_cli("infer", str(path), "--episodes", "1", timeout=60)
+        if message is None:  # a sum of observations is rarely exactly 0: an action outside Discrete(1), or a fit
+            assert r.returncode in (0, 2) and "Traceback" not in r.stderr, (name, r.stderr)
+        else:
+            _one_line(r, message)

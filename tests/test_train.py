@@ -122,7 +122,7 @@ def test_custom_env_learns_the_scripted_mapping(tmp_path):
     (["--env", "CustomEnv", "--fleet", "ray"], "'fleet.kind: ray' needs 'fleet.actors' >= 1"),
     (["--env", "CustomEnv", "--listen", "tcp://127.0.0.1:0"], "'fleet.listen' needs 'fleet.actors' >= 1"),
     (["--env", "CustomEnv", "--actors", "1", "--listen", "tcp://0.0.0.0:0"], "listening beyond loopback needs --key-file"),
-    (["--env", "CustomEnv", "--actors", "1", "--listen", "udp://127.0.0.1:5"], "--listen udp://127.0.0.1:5: cannot listen there"),
+    (["--env", "CustomEnv", "--actors", "1", "--listen", "udp://127.0.0.1:5"], "--listen udp://127.0.0.1:5: expected tcp://HOST:PORT"),
     (["--env", "CustomEnv", "--actors", "1", "--listen", "tcp://127.0.0.1:0", "--key-file", "data/cartpole.arrow"],
      "--key-file data/cartpole.arrow: not a gailkit key file"),
     (["--env", "CustomEnv", "--preset", "huge"], "--preset 'huge': unknown preset"),

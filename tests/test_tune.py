@@ -1,6 +1,9 @@
 """gailkit tune on a local Ray with tiny budgets: results, a failing trial, resuming an interrupted search."""
 
 import csv
+import os
+import pickle
+import shutil
 import signal
 import subprocess
 import sys
@@ -10,9 +13,19 @@ import pytest
 
 from conftest import ROOT, run_cli
 
+from gailkit.errors import GailkitError
+
 pytest.importorskip("ray.tune")  # the extra gailkit[ray]; the set-up installs it
 
 TINY = ["--env", "CustomEnv", "--demos", "data/customenv.arrow", "--preset", "tiny", "--budget", "256"]
+
+
+class _Evil:
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
 
 
 def _rows(out):
@@ -62,12 +75,52 @@ def test_an_interrupted_search_resumes(tmp_path):
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not list(out.glob("runs/*/seed0/final/checkpoint.pt")):
         time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)  # Tune saves its experiment state and stops
-    proc.communicate(timeout=300)
+    proc.send_signal(signal.SIGTERM)  # as Ctrl-C: Tune saves its experiment state and stops (no abort, no stack dump)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode >= 0 and "Traceback" not in err and "Aborted" not in err, (proc.returncode, err[-2000:])
     finished_before = len(list(out.glob("runs/*/seed0/final/checkpoint.pt")))
     assert 1 <= finished_before < 3
+    marker = tmp_path / "ran"
+    evil = pickle.dumps(_Evil(marker))
+    for change in ("replace tuner.pkl", "add a pickle", "link a file"):  # Ray would unpickle any of these on resume
+        copy = tmp_path / change.replace(" ", "_")
+        shutil.copytree(out, copy, symlinks=True)
+        if change == "replace tuner.pkl":
+            (copy / "search" / "tuner.pkl").write_bytes(evil)
+        elif change == "add a pickle":
+            (copy / "search" / "searcher-state-evil.pkl").write_bytes(evil)
+        else:
+            (copy / "search" / "elsewhere.json").symlink_to(tmp_path / "space.yaml")
+        r = run_cli("tune", "--resume", str(copy), timeout=120)
+        assert r.returncode == 2 and r.stderr.startswith("gailkit: error: ") and r.stderr.count("\n") == 1, r.stderr
+        assert not marker.exists()
     r = run_cli("tune", "--resume", str(out), timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     rows = _rows(out)
     assert len(rows) == 3 and all(row["status"] == "complete" for row in rows), rows
     assert sorted(float(row["disc.disc_lr"]) for row in rows) == [1e-4, 3e-4, 1e-3]
+
+
+def test_a_tune_yaml_opens_no_door(tmp_path):
+    from gailkit.tune import load_search
+
+    marker = tmp_path / "ran"
+    env_file = tmp_path / "evil_env.py"
+    env_file.write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    saved = tmp_path / "tune.yaml"
+    saved.write_text(f"base: {{env: {{id: '{env_file}:Env'}}, unsafe_pickle: true, fleet: {{listen: 'tcp://0.0.0.0:9'}}}}\n"
+                     "space: {ppo.learning_rate: {loguniform: [1.0e-4, 1.0e-3]}}\n")
+    with pytest.warns(UserWarning, match="ignored unsafe_pickle=True.*fleet.listen"):
+        search, allow_code = load_search(saved)
+    assert not allow_code and search.base["unsafe_pickle"] is False and search.base["fleet"]["listen"] == ""
+    assert load_search(saved, f"{env_file}:Env")[1]  # the same env typed again may run
+    r = run_cli("tune", "--resume", str(tmp_path))
+    assert r.returncode == 2 and "search.sig: missing" in r.stderr, r.stderr
+    for bad, message in (("trials: -1\n", "'trials' must be an integer >= 1"), ("resources: {cpu: .nan}\n", "finite"),
+                         ("bogus: 1\n", "unknown key 'bogus'"),
+                         ("space: {ppo.learning_rate: {loguniform: [0, .inf]}}\n", "finite numbers low < high")):
+        (tmp_path / "t2.yaml").write_text(saved.read_text().split("space:")[0] + ("" if "space:" in bad else
+                                          "space: {ppo.learning_rate: {uniform: [0.1, 0.2]}}\n") + bad)
+        with pytest.raises(GailkitError, match=message):
+            load_search(tmp_path / "t2.yaml")
+    assert not marker.exists()

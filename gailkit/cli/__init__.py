@@ -16,6 +16,39 @@ from gailkit import __version__
 from gailkit.errors import GailkitError
 
 
+def _seed(text: str) -> int:
+    """argparse type of every --seed: an integer in [0, 2**32) (what numpy and gymnasium accept)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"must be in [0, 2**32), got {value}")
+    return value
+
+
+def _count(text: str) -> int:
+    """argparse type of --episodes and the like: an integer from 1 to 1,000,000."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if not 1 <= value <= 1_000_000:
+        raise argparse.ArgumentTypeError(f"must be from 1 to 1,000,000, got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """argparse type of timeouts: a finite number of seconds, > 0 and at most a week."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not 0 < value <= 7 * 86400:  # NaN fails this too
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0 and at most a week, got {text}")
+    return value
+
+
 def _config_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="FILE", help="a YAML file of settings, applied over the env's defaults")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -34,8 +67,16 @@ def _cmd(name: str):
     return run
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors are one line and exit 2, like every other user error."""
+
+    def error(self, message: str):  # type: ignore[override]
+        one_line = " ".join(message.split())
+        self.exit(2, f"gailkit: error: {self.prog}: {one_line} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gailkit", description="Imitation learning with GAIL, from demos to ONNX.")
+    parser = _Parser(prog="gailkit", description="Imitation learning with GAIL, from demos to ONNX.")
     parser.add_argument("--version", action="version", version=f"gailkit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -44,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--env", required=True, help="gymnasium id, envs/ name, module:Class or file.py:Class")
     p.add_argument("--out", type=Path, help="where to save the expert (.zip; default experts/<env>.zip)")
     p.add_argument("--total-steps", type=int, help="env steps to train (overrides total_timesteps)")
-    p.add_argument("--seed", type=int)
+    p.add_argument("--seed", type=_seed)
     p.add_argument("--device", default="cpu", help="torch device for PPO: cpu, cuda or auto (default cpu: faster for MLPs)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     _config_flags(p)
@@ -55,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--demos", help="a demo file or folder (default: data/)")
     p.add_argument("--total-steps", type=int, help="env steps to collect in all")
     p.add_argument("--device", help="learner device: auto (CUDA when present), cpu, cuda")
-    p.add_argument("--seed", type=int)
+    p.add_argument("--seed", type=_seed)
     p.add_argument("--run-dir", type=Path, help="where the run goes (default runs/<env>-<time>); a new or empty folder")
     p.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue a run from its newest readable checkpoint")
     p.add_argument("--preset", help="a named set of settings applied before --config and --set (tiny: seconds-long runs)")
@@ -77,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--env", help="allow this env when it is code (module:Class); gymnasium ids need nothing")
     p.add_argument("--actor-id", type=int, default=-1, help="ask for this actor id (default: the learner picks)")
     p.add_argument("--parent-pid", type=int, help=argparse.SUPPRESS)
-    p.add_argument("--learner-timeout", type=float, default=300.0, help="exit after this many seconds without the learner")
+    p.add_argument("--learner-timeout", type=_seconds, default=300.0, help="exit after this many seconds without the learner")
     p.set_defaults(func=_cmd("commands:actor"))
 
     keys = sub.add_parser("keys", help="CURVE keys for remote actors").add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -89,8 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("source", type=Path, help="a run directory, a .pt checkpoint, or an SB3 expert .zip")
     p.add_argument("--checkpoint", choices=["best", "final", "latest"], default="best", help="which checkpoint of a run")
     p.add_argument("--env", help="the env (default: the run's; needed to load an env that is code)")
-    p.add_argument("--episodes", type=int, default=50)
-    p.add_argument("--seed", type=int, default=0, help="episode i is reset with seed + i")
+    p.add_argument("--episodes", type=_count, default=50)
+    p.add_argument("--seed", type=_seed, default=0, help="episode i is reset with seed + i")
     p.add_argument("--onnx", type=Path, help="also evaluate this exported ONNX file on the same episodes")
     p.add_argument("--demos", help="demos whose expert return to use as the reference (default: the run's references)")
     p.add_argument("--json", action="store_true", help="print the JSON report instead of a table")
@@ -109,8 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("infer", help="run episodes with an exported ONNX policy (onnxruntime only, no torch)")
     p.add_argument("model", type=Path, help="an .onnx file from gailkit export")
     p.add_argument("--env", help="the env (default: the one in the file's metadata)")
-    p.add_argument("--episodes", type=int, default=10)
-    p.add_argument("--seed", type=int, default=0, help="episode i is reset with seed + i")
+    p.add_argument("--episodes", type=_count, default=10)
+    p.add_argument("--seed", type=_seed, default=0, help="episode i is reset with seed + i")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd("commands:infer"))
 

@@ -24,11 +24,9 @@ def expert_train(args: argparse.Namespace) -> int:
         overrides.append(f"seed={args.seed}")
     cfg = experts.expert_config(args.env, args.config, overrides)
     out = args.out or Path("experts") / f"{experts.slug(args.env)}.zip"
-    device = args.device
-    if device == "auto":
-        import torch as th
+    from gailkit.session import resolve_device
 
-        device = "cuda" if th.cuda.is_available() else "cpu"
+    device = str(resolve_device(args.device))
     info = experts.train_expert(cfg, out, device=device, quiet=args.quiet)
     print(f"expert {out}: mean return {info['mean_return']:.1f} ± {info['std_return']:.1f} over "
           f"{info['eval_episodes']} deterministic episodes ({info['train_seconds']:.0f} s of training)")
@@ -117,16 +115,25 @@ def evaluate(args: argparse.Namespace) -> int:
 
 def export(args: argparse.Namespace) -> int:
     from gailkit import export as export_mod
+    from gailkit import fsutil
 
-    r = export_mod.export(args.source, args.out, args.value, args.log_prob, args.checkpoint)
+    outs = [fsutil.check_writable_target(args.out)] + ([fsutil.check_writable_target(args.sb3, "--sb3")] if args.sb3 else [])
+    new = [out for out in outs if not out.exists()]
+    try:  # both files or neither: a failure of the second removes the first if this command made it
+        sb3 = export_mod.export_sb3(args.source, args.sb3, args.checkpoint) if args.sb3 else None
+        r = export_mod.export(args.source, args.out, args.value, args.log_prob, args.checkpoint)
+    except BaseException:
+        for out in new:
+            out.unlink(missing_ok=True)
+        raise
     p = r["parity"]
     diffs = ", ".join(f"{k} {v:.1e}" for k, v in p["max_abs_diff"].items() if k != "action" or v)
     print(f"parity vs torch on {p['observations']} observations at batch 1 and 64: max abs difference "
           f"{diffs or 'action 0'}, discrete mismatches {p['discrete_mismatches']}: ok")
     print(f"wrote {r['out']} ({r['metadata']['env_id']}, outputs {r['metadata']['outputs']}, opset {r['metadata']['opset']}) "
           f"from {r['checkpoint']}")
-    if args.sb3:
-        print(f"wrote {export_mod.export_sb3(args.source, args.sb3, args.checkpoint)} (stable-baselines3 PPO)")
+    if sb3 is not None:
+        print(f"wrote {sb3} (stable-baselines3 PPO)")
     return 0
 
 

@@ -8,17 +8,19 @@ from pathlib import Path
 
 
 def add_parsers(sub, cmd) -> None:
+    from gailkit.cli import _count, _seed
+
     dem = sub.add_parser("demos", help="record, inspect and convert demonstration files").add_subparsers(
         dest="action", required=True, metavar="ACTION")
     p = dem.add_parser("record", help="roll out an expert and write its transitions (with its return in the metadata)")
     p.add_argument("--expert", required=True, help="an SB3 .zip, a scripted expert of the env (e.g. 'scripted'), or module:function")
     p.add_argument("--env", help="the env (default: the one the expert .zip was trained on)")
-    p.add_argument("--episodes", type=int, default=50)
+    p.add_argument("--episodes", type=_count, default=50)
     p.add_argument("--out", type=Path, required=True, help=".arrow, .feather, .parquet, .pkl, or a folder (imitation dataset)")
     p.add_argument("--sample", action="store_true",
                    help="sample the expert's actions (default: its deterministic actions, the policy whose return is the reference)")
     p.add_argument("--deterministic", action="store_true", help=argparse.SUPPRESS)  # the default since gailkit 0.2
-    p.add_argument("--seed", type=int, default=0, help="episode i is reset with seed + i")
+    p.add_argument("--seed", type=_seed, default=0, help="episode i is reset with seed + i")
     p.set_defaults(func=cmd("demo_commands:record"))
 
     p = dem.add_parser("inspect", help="episodes, returns, spaces and env of demo files, each validated as train would")

@@ -9,6 +9,7 @@ that involve several fields (a batch larger than a round) are `TrainConfig.check
 from __future__ import annotations
 
 import dataclasses
+import os
 import math
 from typing import Any, Literal
 
@@ -30,6 +31,8 @@ def _rule(test, says: str) -> dict[str, Any]:
 GT0 = _rule(lambda v: v > 0, "must be > 0")
 GE0 = _rule(lambda v: v >= 0, "must be >= 0")
 GE1 = _rule(lambda v: v >= 1, "must be >= 1")
+GE2 = _rule(lambda v: v >= 2, "must be >= 2 (advantages are normalized over a minibatch)")
+SEED = _rule(lambda v: 0 <= v < 2**32, "must be in [0, 2**32)")
 UNIT = _rule(lambda v: 0 <= v <= 1, "must lie in [0, 1]")
 LAYERS = _rule(lambda v: all(n >= 1 for n in v), "must be a list of layer sizes >= 1")
 
@@ -70,7 +73,7 @@ class PPOConfig(_Checked):
     learning_rate: float = _f(3e-4, GT0)
     n_steps: int = _f(2048, GE1)
     """Steps per env per rollout (a round)."""
-    batch_size: int = _f(64, GE1)
+    batch_size: int = _f(64, GE2)
     n_epochs: int = _f(10, GE1)
     gamma: float = _f(0.99, _rule(lambda v: 0 < v <= 1, "must lie in (0, 1]"))
     gae_lambda: float = _f(0.95, UNIT)
@@ -204,7 +207,7 @@ class TrainConfig(_Checked):
     """A demo file or folder; a folder serves only the files for `env.id`."""
     unsafe_pickle: bool = False
     """Unpickle demo files with the plain unpickler (only for files you trust)."""
-    seed: int = 0
+    seed: int = _f(0, SEED)
     total_steps: int = _f(150_000, GE1)
     """Env steps to collect in all (rounded up to whole rounds; the first line says so)."""
     device: str = "auto"
@@ -249,6 +252,10 @@ class TrainConfig(_Checked):
             raise ConfigError("'fleet.kind: ray' needs 'fleet.actors' >= 1 (the number of Ray actors)")
         if fl.listen and fl.actors == 0:
             raise ConfigError("'fleet.listen' needs 'fleet.actors' >= 1 (the number of fragment slots per round)")
+        most = 8 * (os.cpu_count() or 1)
+        if fl.local_actors > most or (fl.local_actors == -1 and not fl.listen and fl.actors > most and fl.kind == "local"):
+            raise ConfigError(f"'fleet.local_actors': {max(fl.local_actors, fl.actors)} actor processes on a machine of "
+                              f"{os.cpu_count()} CPUs (at most {most}); use --listen and actors on other machines, or fewer")
         if self.total_envs > 4096 or self.round_steps > 1 << 24:
             raise ConfigError(f"a round of {self.total_envs} envs x {p.n_steps} steps ({self.round_steps:,} transitions) is "
                               "beyond what gailkit holds in memory (4,096 envs and 16,777,216 transitions at most)")
@@ -267,7 +274,7 @@ class ExpertConfig(_Checked):
     env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
     total_timesteps: int = _f(100_000, GE1)
     n_envs: int = _f(8, GE1)
-    seed: int = 0
+    seed: int = _f(0, SEED)
     eval_episodes: int = _f(20, GE1)
     normalize_obs: bool = False
     """Normalize observations with SB3's VecNormalize while training; the statistics are then copied

@@ -14,7 +14,7 @@ from gailkit import __version__
 from gailkit.demos import arrow_io, minari_io, pickle_io
 from gailkit.demos.core import Demos, DemoMeta, concat, describe_space, space_from_json, space_to_json
 from gailkit.demos.validate import DemoWarning, check, check_structure, fits, validate
-from gailkit.errors import DemoError
+from gailkit.errors import DemoError, GailkitError
 
 __all__ = [
     "Demos", "DemoMeta", "DemoError", "DemoWarning", "load", "load_file", "discover", "save",
@@ -62,27 +62,37 @@ def load_file(path: str | Path, unsafe_pickle: bool = False) -> Demos:
     fmt = format_of(path)
     if fmt is None:
         raise DemoError(f"{path}: unknown demo format")
-    if fmt == "pickle":
-        d = pickle_io.read(path, unsafe=unsafe_pickle)
-    elif fmt == "imitation-dataset":
-        d = arrow_io.read_imitation_dataset(path)
-    elif fmt == "minari":
-        d = minari_io.read(path)
-    else:
-        d = arrow_io.read(path, fmt)
-    check_structure(d)
+    try:
+        if fmt == "pickle":
+            d = pickle_io.read(path, unsafe=unsafe_pickle)
+        elif fmt == "imitation-dataset":
+            d = arrow_io.read_imitation_dataset(path)
+        elif fmt == "minari":
+            d = minari_io.read(path)
+        else:
+            d = arrow_io.read(path, fmt)
+        check_structure(d)
+    except GailkitError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a file is data: whatever a reader trips on, it is this file's fault
+        raise DemoError(f"{path}: not a readable {fmt} file ({type(e).__name__}: {str(e).strip()[:200]})") from None
     return d
 
 
 def _peek_env_id(path: Path, unsafe_pickle: bool) -> tuple[str | None, Demos | None]:
     """The env id a file names, reading only metadata where the format allows."""
     fmt = format_of(path)
-    if fmt in ("arrow", "parquet"):
-        return arrow_io.read_meta(path, fmt).env_id, None
-    if fmt == "pickle":
-        return pickle_io.peek_env_id(path), None
-    if fmt == "minari":
-        return minari_io.peek_env_id(path), None
+    try:
+        if fmt in ("arrow", "parquet"):
+            return arrow_io.read_meta(path, fmt).env_id, None
+        if fmt == "pickle":
+            return pickle_io.peek_env_id(path), None
+        if fmt == "minari":
+            return minari_io.peek_env_id(path), None
+    except GailkitError:
+        raise
+    except Exception as e:  # noqa: BLE001 - as in load_file: the file's fault, one line
+        raise DemoError(f"{path}: not a readable {fmt} file ({type(e).__name__}: {str(e).strip()[:200]})") from None
     d = load_file(path, unsafe_pickle)
     return d.meta.env_id, d
 
