@@ -13,7 +13,7 @@ import numpy as np
 
 from gailkit import __version__, config, demos, envs, fsutil
 from gailkit.config import EnvConfig, ExpertConfig
-from gailkit.errors import ConfigError, EnvError, ExpertError
+from gailkit.errors import ConfigError, EnvError, ExpertError, GailkitError
 
 REPO_EXPERTS = Path(__file__).resolve().parents[1] / "experts"
 Policy = Callable[[np.ndarray], Any]
@@ -144,9 +144,10 @@ def load_expert(spec: str, env_id: str | None, deterministic: bool) -> tuple[Pol
         if not path.is_file():
             raise ExpertError(f"--expert {spec}: no such file")
         meta_path = path.with_suffix(".json")
+        typed = env_id is not None  # a code env may load only when the user typed it (the .json is data)
         try:
-            info = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
-        except (OSError, ValueError) as e:
+            info = json.loads(fsutil.read_regular(meta_path, 16 << 20)) if meta_path.exists() else {}
+        except (OSError, ValueError, GailkitError) as e:
             raise ExpertError(f"{meta_path}: not readable JSON ({e})") from None
         info = info if isinstance(info, dict) else {}
         file_env = info.get("env_id") if isinstance(info.get("env_id"), str) else None
@@ -155,8 +156,7 @@ def load_expert(spec: str, env_id: str | None, deterministic: bool) -> tuple[Pol
         env_id = env_id or file_env
         if not env_id:
             raise ExpertError(f"--expert {spec}: no {meta_path.name} beside it naming its env; pass --env")
-        obs_space, act_space = envs.spaces(env_id, allow_code=file_env is None or env_id != file_env,
-                                           source=str(meta_path))
+        obs_space, act_space = envs.spaces(env_id, allow_code=typed, source=str(meta_path))
         from gailkit import policy
 
         try:

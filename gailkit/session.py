@@ -37,10 +37,10 @@ def resolve_device(name: str) -> th.device:
         raise ConfigError(f"'device': unknown device {name!r} (auto, cpu, cuda, cuda:N)") from None
     if device.type not in ("cpu", "cuda"):
         raise ConfigError(f"'device': {name!r} is not supported (auto, cpu, cuda, cuda:N)")
-    if device.type == "cuda" and device.index is not None and device.index >= max(1, th.cuda.device_count()):
-        raise ConfigError(f"'device': {name} asked for, but torch sees {th.cuda.device_count()} CUDA device(s)")
     if device.type == "cuda" and not th.cuda.is_available():
         raise ConfigError(f"'device': {name} asked for, but torch sees no CUDA device (use --device auto or cpu)")
+    if device.type == "cuda" and device.index is not None and device.index >= th.cuda.device_count():
+        raise ConfigError(f"'device': {name} asked for, but torch sees {th.cuda.device_count()} CUDA device(s)")
     return device
 
 

@@ -40,6 +40,13 @@ def test_action_error_best_is_lower_is_better():
     (lambda p: th.save([1, 2, 3], p), "not a gailkit checkpoint of format 2"),
     (lambda p: th.save({**_dict(), "round": "3"}, p), "field 'round' is missing or not a int"),
     (lambda p: th.save({**_dict(), "references": {"oops": 1}}, p), "malformed 'references'"),
+    (lambda p: th.save({**_dict(), "references": {**_dict()["references"], "random_return": float("nan")}}, p),
+     "returns must be finite numbers"),
+    (lambda p: th.save({**_dict(), "references": {**_dict()["references"], "expert_return": "high"}}, p),
+     "malformed 'references'"),
+    (lambda p: th.save({**_dict(), "round": -4}, p), "counters round -4"),
+    (lambda p: th.save({**_dict(), "best": {"metric": "rm -rf", "value": 1.0, "round": 0}}, p), "malformed 'best'"),
+    (lambda p: th.save({**_dict(), "best": {"metric": "return", "value": float("inf"), "round": 0}}, p), "malformed 'best'"),
 ])
 def test_bad_checkpoints_are_one_line_without_torchs_unsafe_advice(tmp_path, spoil, message):
     path = checkpoint.save(tmp_path / "c.pt", _state())

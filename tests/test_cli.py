@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import run_cli
+from conftest import ROOT, run_cli
 
 
 def test_help_does_not_import_torch():
@@ -109,3 +109,11 @@ def test_user_and_os_errors_are_one_line_exit_2(tmp_path, args, message):
     assert r.returncode == 2 and r.stderr.startswith("gailkit: error: ") and r.stderr.count("\n") == 1, (args, r.stderr)
     assert message in r.stderr, (args, r.stderr)
     assert not (tmp_path / "x.arrow").exists()
+
+
+def test_version_is_the_package_version():
+    import re
+
+    want = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+    r = run_cli("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"gailkit {want}", r.stdout

@@ -1,7 +1,7 @@
 """Fuzzing every reader and every setting with hypothesis: mutated Arrow (file, stream, compressed),
 Parquet, Minari (HDF5 and Arrow), imitation folders, ONNX files, checkpoints, key files, and any value
 for any setting. Only gailkit's one-line errors may come out: a traceback type fails the test, and an
-abort (Arrow's SIGABRT on bad offsets) would end the whole run."""
+abort (Arrow's SIGABRT on bad offsets) would end the whole run, and a reader that runs past 20 s fails."""
 
 from __future__ import annotations
 
@@ -57,11 +57,27 @@ def seeds(tmp_path_factory) -> dict[str, Path]:
     return out
 
 
+class Hang(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise Hang("a reader ran past 20 s")
+
+
 def _expect_only_gailkit_errors(fn) -> None:
+    """`fn` returns or raises a GailkitError, within 20 s (a hang fails the test instead of stalling the suite)."""
+    import signal
+
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(20)
     try:
         fn()
     except GailkitError:
         pass
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
 
 
 @pytest.mark.parametrize("kind", ["arrow", "parquet", "zstd.arrow", "lz4stream.arrow"])

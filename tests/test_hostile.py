@@ -287,7 +287,8 @@ def test_a_run_has_one_writer(tmp_path):
     run = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "gailkit.cli", "train", "--env", "CustomEnv", "--demos",
                              "data/customenv.arrow", "--preset", "tiny", "--total-steps", "100000000", "--quiet",
-                             "--run-dir", str(run)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--set", "checkpoint_every=1", "--run-dir", str(run)], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     try:
         import time
 
@@ -374,6 +375,10 @@ def _keys(tmp_path: Path) -> Path:
     (("tune", "--env", "CustomEnv", "--space", "experts/spaces/gail.yaml", "--resources", "cpu=nan"), "a finite number"),
     (("tune", "--env", "CustomEnv", "--space", "experts/spaces/gail.yaml", "--resources", "cpu=0"), "cpu > 0"),
     (("tune", "--env", "CustomEnv", "--space", "experts/spaces/gail.yaml", "--resources", "tpu=1"), "cpu and gpu only"),
+    (("tune", "--env", "CustomEnv", "--space", "experts/spaces/small.yaml", "--preset", "tiny", "--ray-address",
+      "127.0.0.1:1"), "nothing answers there within 10 s"),
+    (("train", "--env", "CustomEnv", "--fleet", "ray", "--actors", "1", "--ray-address", "127.0.0.1:1"),
+     "nothing answers there within 10 s"),
 ])
 def test_bad_flags_are_one_line(tmp_path, args, message):
     r = run_cli(*args, "--demos", "data/customenv.arrow") if args[0] in ("train", "tune") and "--config" not in args \
@@ -461,3 +466,37 @@ def test_crafted_onnx_files_are_one_line(tmp_path):
             assert r.returncode in (0, 2) and "Traceback" not in r.stderr, (name, r.stderr)
         else:
             _one_line(r, message)
+
+
+def _tmpfs(folder: Path, size_kb: int) -> bool:
+    folder.mkdir(parents=True, exist_ok=True)
+    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kb}k", "tmpfs", str(folder)],
+                          capture_output=True).returncode == 0
+
+
+def test_a_full_disk_while_saving_is_one_line_and_leaves_no_partial_file(tmp_path):
+    run = tmp_path / "run"
+    r = run_cli("train", "--env", "CustomEnv", "--demos", "data/customenv.arrow", *TINY, "--run-dir", str(run))
+    assert r.returncode == 0, r.stderr
+    checkpoint_kb = max(p.stat().st_size for p in run.rglob("*.pt")) // 1024
+    small = tmp_path / "small"
+    if not _tmpfs(small, max(16, checkpoint_kb // 2)):
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        r = run_cli("train", "--env", "CustomEnv", "--demos", "data/customenv.arrow", *TINY, "--run-dir", str(small / "r"))
+        _one_line(r, "No space left on device")
+        assert not [p for p in small.rglob("*") if p.name.startswith(".") and ".tmp" in p.name]  # no temp left behind
+    finally:
+        subprocess.run(["umount", str(small)], check=False)
+    fits = tmp_path / "fits"
+    if not _tmpfs(fits, checkpoint_kb * 3 // 2 + sum(p.stat().st_size for p in run.rglob("*") if p.is_file()) // 1024):
+        pytest.skip("cannot mount a small tmpfs here")
+    try:
+        import shutil
+
+        shutil.copytree(run, fits / "r")
+        r = run_cli("train", "--resume", str(fits / "r"), "--total-steps", "4096")
+        _one_line(r, "No space left on device")
+        assert (fits / "r" / "final" / "checkpoint.pt").is_file()  # what was there is still there
+    finally:
+        subprocess.run(["umount", str(fits)], check=False)

@@ -64,6 +64,7 @@ class RayFleet:
             os.environ.setdefault("RAY_worker_niceness", "0")
             kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
             if self.cfg.ray_address:
+                probe(self.cfg.ray_address)
                 ray.init(address=self.cfg.ray_address, **kwargs)
             else:
                 ray.init(num_cpus=max(2, self.n_slots), **kwargs)
@@ -136,3 +137,20 @@ class RayFleet:
         self.actors = []
         if self._started_ray:
             ray.shutdown()
+
+
+def probe(address: str, timeout: float = 10.0) -> None:
+    """Fail in one line, within `timeout`, when a Ray address (`HOST:PORT` or `ray://HOST:PORT`) does not answer:
+    Ray itself retries for minutes without a word. `auto` (the cluster this machine joined) is left to Ray."""
+    import socket
+
+    if address in ("", "auto", "local"):
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise FleetError(f"--ray-address {address}: expected HOST:PORT, ray://HOST:PORT or auto")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise FleetError(f"--ray-address {address}: nothing answers there within {timeout:.0f} s "
+                         f"({e.strerror or type(e).__name__}); is the cluster's head started (ray start --head)?") from None

@@ -106,6 +106,9 @@ def run(search: Search, out: Path, resume: bool = False, ray_address: str = "", 
     os.environ.setdefault("RAY_CHDIR_TO_TRIAL_DIR", "0")
     if not ray.is_initialized():
         log(f"gailkit tune: starting Ray{' at ' + ray_address if ray_address else ' on this machine'}")
+        from gailkit.fleet.ray_fleet import probe
+
+        probe(ray_address)
         try:
             ray.init(address=ray_address or None, include_dashboard=False, log_to_driver=False, configure_logging=False,
                      **({} if ray_address else {"num_cpus": os.cpu_count()}))
