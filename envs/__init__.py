@@ -1,5 +1,8 @@
 """The project's own environments; importing this package registers them with gymnasium.
 
+Installed as `gailkit_envs` (pyproject's package-dir), never as a top-level `envs` that another
+project's folder could shadow or be shadowed by; the folder keeps its name in the repository.
+
 `SCRIPTED_EXPERTS[env_id][name]` is a factory `(env) -> policy`, `policy(obs) -> action`, for
 experts that are not neural networks (`gailkit demos record --expert NAME`).
 """
@@ -11,12 +14,12 @@ from typing import Any
 
 import gymnasium as gym
 
-from envs import custom_env
+from . import custom_env
 
 ENVS = {
-    "CustomEnv": ("envs.custom_env:CustomEnv", {}),
-    "TrafficLight-v0": ("envs.traffic_light:TrafficLightEnv", {"grid": 1}),  # needs gailkit[sumo]
-    "TrafficGrid-v0": ("envs.traffic_light:TrafficLightEnv", {"grid": 2}),
+    "CustomEnv": (f"{__name__}.custom_env:CustomEnv", {}),
+    "TrafficLight-v0": (f"{__name__}.traffic_light:TrafficLightEnv", {"grid": 1}),  # needs gailkit[sumo]
+    "TrafficGrid-v0": (f"{__name__}.traffic_light:TrafficLightEnv", {"grid": 2}),
 }
 
 def _max_pressure(env: gym.Env) -> Callable[[Any], Any]:

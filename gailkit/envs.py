@@ -24,19 +24,22 @@ from gailkit.config import EnvConfig
 from gailkit.errors import EnvError
 
 
+PROJECT_ENVS = "gailkit_envs"  # the project's envs/ folder, as installed (never a top-level `envs`)
+
+
 def import_project_envs() -> None:
-    """Import the top-level `envs/` package (registers its ids); silently absent is fine."""
+    """Import the project's `envs/` package, installed as `gailkit_envs` (registers its ids); absent is fine."""
     try:
-        importlib.import_module("envs")
+        importlib.import_module(PROJECT_ENVS)
     except ModuleNotFoundError as e:
-        if e.name != "envs":
+        if e.name != PROJECT_ENVS:
             raise
 
 
 def scripted_experts(env_id: str) -> dict[str, Callable]:
     """Named non-neural experts the project's `envs/` package offers for `env_id`."""
     import_project_envs()
-    module = sys.modules.get("envs")
+    module = sys.modules.get(PROJECT_ENVS)
     return dict(getattr(module, "SCRIPTED_EXPERTS", {}).get(env_id, {}))
 
 

@@ -23,7 +23,7 @@ def test_project_env_by_name_and_kwargs():
 
 
 def test_custom_env_passes_gymnasium_checker():
-    from envs.custom_env import CustomEnv
+    from gailkit_envs.custom_env import CustomEnv
 
     check_env(CustomEnv(), skip_render_check=True)
 
@@ -35,7 +35,7 @@ def test_custom_env_seeded_reset_is_reproducible():
 
 
 def test_module_class():
-    env = envs.make_factory("envs.custom_env:CustomEnv")()
+    env = envs.make_factory("gailkit_envs.custom_env:CustomEnv")()
     assert env.observation_space.shape == (2,)
 
 
@@ -61,7 +61,7 @@ def test_unknown_env_lists_close_matches():
     ("nosuchmodule_xyz:Env", "cannot import module 'nosuchmodule_xyz'"),
     ("os:system", "system is not a gymnasium.Env subclass"),
     ("gymnasium:Space", "Space is not a gymnasium.Env subclass"),
-    ("envs.custom_env:Nope", "has no attribute 'Nope'"),
+    ("gailkit_envs.custom_env:Nope", "has no attribute 'Nope'"),
     ("missing/file.py:Env", "no such file"),
     ("", "no env given"),
 ])
@@ -89,7 +89,7 @@ def test_scripted_expert_is_offered():
     assert isinstance(envs.make_env("CustomEnv"), gym.Env)
 
 
-@pytest.mark.parametrize("name", ["os:system", "envs.custom_env:CustomEnv", "tests/slow_env.py:SlowCartPole"])
+@pytest.mark.parametrize("name", ["os:system", "gailkit_envs.custom_env:CustomEnv", "tests/slow_env.py:SlowCartPole"])
 def test_code_named_by_a_file_is_not_loaded(tmp_path, name):
     """An env name read from a checkpoint or config is resolved as a registry id only: nothing is imported."""
     import sys

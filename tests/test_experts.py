@@ -44,7 +44,7 @@ def test_expert_for_another_env_is_refused(tiny_expert):
 
 
 def test_scripted_expert_matches_its_mapping(custom_demos):
-    from envs.custom_env import expert_action
+    from gailkit_envs.custom_env import expert_action
 
     assert np.allclose(custom_demos.acts, expert_action(custom_demos.obs))
     assert np.abs(expert_action(np.array([0.5, -0.25])) - [0.25, 0.5]).max() < 1e-7
@@ -53,8 +53,8 @@ def test_scripted_expert_matches_its_mapping(custom_demos):
 @pytest.mark.parametrize("spec, message", [
     ("missing.zip", "no such file"),
     ("telepathy", "not a .zip file, nor a scripted expert of CustomEnv \\(it has: scripted\\)"),
-    ("envs.custom_env:nothing", "has no attribute 'nothing'"),
-    ("envs.custom_env:CustomEnv.__doc__", "has no attribute"),
+    ("gailkit_envs.custom_env:nothing", "has no attribute 'nothing'"),
+    ("gailkit_envs.custom_env:CustomEnv.__doc__", "has no attribute"),
 ])
 def test_bad_expert_specs(spec, message):
     with pytest.raises(ExpertError, match=message):
@@ -76,5 +76,5 @@ def test_impossible_batch_size(tmp_path):
 def test_slug():
     assert experts.slug("CartPole-v1") == "cartpole"
     assert experts.slug("seals/CartPole-v0") == "seals_cartpole"
-    assert experts.slug("envs.custom_env:CustomEnv") == "customenv"
+    assert experts.slug("gailkit_envs.custom_env:CustomEnv") == "customenv"
     assert isinstance(demos.Demos, type)

@@ -79,3 +79,13 @@ def test_one_function_reads_checkpoints():
     users = {str(p.relative_to(PKG)) for p in PKG.rglob("*.py") if "th.load(" in p.read_text() or "torch.load(" in p.read_text()}
     assert users == {"checkpoint.py", "policy.py"}, users
     assert (PKG / "checkpoint.py").read_text().count("th.load(") == 1
+
+
+def test_every_package_folder_is_installed_and_envs_is_not_top_level():
+    import re
+
+    text = (PKG.parent / "pyproject.toml").read_text()
+    listed = set(re.findall(r'"(gailkit[\w.]*)"', re.search(r"^packages = \[(.*)\]$", text, re.M).group(1)))
+    folders = {".".join(p.parent.relative_to(PKG.parent).parts) for p in PKG.rglob("__init__.py")}
+    assert folders | {"gailkit_envs"} == listed, listed ^ (folders | {"gailkit_envs"})
+    assert '"gailkit_envs" = "envs"' in text and '"envs"' not in text.replace('= "envs"', "")

@@ -12,7 +12,7 @@ pytest.importorskip("sumo")  # the optional extra gailkit[sumo]; CI installs it
 import gymnasium as gym  # noqa: E402
 from gymnasium.utils.env_checker import check_env  # noqa: E402
 
-import envs  # noqa: E402,F401  (registers the traffic-light ids)
+import gailkit_envs  # noqa: E402,F401  (registers the traffic-light ids)
 from gailkit import demos, experts, train  # noqa: E402
 from gailkit.config import EnvConfig  # noqa: E402
 
@@ -130,7 +130,7 @@ def test_sumo_ends_when_its_python_process_is_killed(tmp_path):
     import time
 
     script = tmp_path / "hold.py"
-    script.write_text("import gymnasium as gym, envs, time\n"
+    script.write_text("import gymnasium as gym, gailkit_envs, time\n"
                       "e = gym.make('TrafficLight-v0').unwrapped\ne.reset(seed=0)\n"
                       "print(e._proc.pid, flush=True)\ntime.sleep(120)\n")
     proc = subprocess.Popen([sys.executable, str(script)], cwd=Path(__file__).resolve().parents[1],
