@@ -17,6 +17,25 @@ from pathlib import Path
 import torch as th
 
 from gailkit import checkpoint, train
+from gailkit.callbacks import Callback
+
+
+class DeviceCheck(Callback):
+    """After every round: where the policy, its normalizer, the discriminator, the expert batch, the
+    replayed generator inputs and the rewards live."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, th.device] = {}
+
+    def on_round(self, run, stats) -> None:
+        learner = run.learner
+        self.seen["policy"] = next(learner.generator.policy.parameters()).device
+        self.seen["normalizer"] = learner.generator.policy.features_extractor.mean.device
+        self.seen["disc"] = next(learner.disc.net.parameters()).device
+        self.seen["disc_inputs"] = learner.expert.inputs.device
+        self.seen["rewards"] = learner.disc.reward(learner.expert.inputs[:8]).device
+        if learner.replay:
+            self.seen["replay"] = learner.replay[-1].device
 
 
 def main() -> int:
@@ -26,36 +45,20 @@ def main() -> int:
             print("no CUDA device: nothing to check here (--cpu runs the same script on the CPU)")
             return 0
         device = "cpu"
-    from gailkit import discriminator, generator
-
-    seen: dict[str, th.device] = {}
-    orig_update, orig_reward = generator.Generator.update, discriminator.Discriminator.reward
-
-    def update(self, frag, rewards, progress, *args):
-        seen["policy"] = next(self.policy.parameters()).device
-        seen["normalizer"] = self.policy.features_extractor.mean.device
-        return orig_update(self, frag, rewards, progress, *args)
-
-    def reward(self, inputs, chunk=65536):
-        out = orig_reward(self, inputs, chunk)
-        seen["disc_inputs"] = inputs.device
-        seen["rewards"] = out.device
-        seen["disc"] = next(self.net.parameters()).device
-        return out
-
-    generator.Generator.update, discriminator.Discriminator.reward = update, reward
+    check = DeviceCheck()
     cfg = train.train_config("Hopper-v4", "data/hopper.arrow", None, ["total_steps=8192", f"device={device}", "eval_every=2",
                                                                        "disc.grad_penalty=1.0", "disc.replay_rounds=2"])
     with tempfile.TemporaryDirectory() as tmp:
-        summary = train.train(cfg, Path(tmp) / "run", quiet=True)
+        summary = train.train(cfg, Path(tmp) / "run", quiet=True, callbacks=[check])
         state = checkpoint.load(Path(tmp) / "run" / "final" / "checkpoint.pt", device="cpu")
         resumed = train.train(train.train_config("Hopper-v4", "data/hopper.arrow", None, [
-            "total_steps=12288", f"device={device}"]), Path(tmp) / "run", resume=True, quiet=True)
+            "total_steps=12288", f"device={device}"]), Path(tmp) / "run", resume=True, quiet=True, callbacks=[check])
+    seen = check.seen
     bad = {k: str(v) for k, v in seen.items() if v.type != device}
     print(f"devices seen: { {k: str(v) for k, v in seen.items()} }; eval return {summary['return_mean']:.1f}")
     print(f"checkpoint tensors load on cpu: {all(t.device.type == 'cpu' for t in state.learner['generator']['policy'].values())}; "
           f"resumed on {device} to round {resumed['rounds']}")
-    if bad or len(seen) < 5:
+    if bad or len(seen) < 6:
         print(f"FAIL: not on {device}: {bad or 'some checks never ran'}")
         return 1
     print(f"OK: the learner stayed on {device}")

@@ -12,13 +12,14 @@ from __future__ import annotations
 import dataclasses
 import random
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch as th
 
-from gailkit import config, demos, envs
+from gailkit import config, demos, envs, policy
 from gailkit.checkpoint import RANDOM_EPISODES, Best, CheckpointError, References, RunState
 from gailkit.config import TrainConfig
 from gailkit.discriminator import Discriminator, choose_reward_fn
@@ -96,7 +97,9 @@ class Run:
         self.resume_from, self.log = resume_from, log
         scripted = envs.scripted_experts(cfg.env.id).get("scripted")
         self.best = resume_from.best if resume_from else Best("action_error" if scripted else "return")
-        self.started = False
+        self._expert_action = scripted(None) if scripted is not None else None
+        self.last_eval: dict[str, float] = {}
+        self.started, self.t_start = False, time.perf_counter()
 
     @classmethod
     def prepare(cls, cfg: TrainConfig, run_dir: RunDir, resume: bool = False, log: Callable[[str], None] = print,
@@ -128,8 +131,6 @@ class Run:
         disc = Discriminator(*spaces, cfg.disc, device, reward_fn)
         expert = expert_data(disc, expert_demos.obs, expert_demos.acts, expert_demos.next_obs, expert_demos.terminated)
         if cfg.normalize_obs:
-            from gailkit import policy
-
             policy.normalizer(generator.policy).update(th.as_tensor(np.array(expert_demos.obs)))
         learner = Learner(cfg, generator, disc, expert, rng)
         if state is not None and states is not None:
@@ -150,6 +151,7 @@ class Run:
 
     def start(self) -> None:
         """Start the fleet, then create (or continue) the run directory and restore a resumed state."""
+        self.t_start = time.perf_counter()
         self.fleet.start()
         self.started = True
         if self.resume_from is not None:
@@ -178,6 +180,48 @@ class Run:
 
     def save(self, which: str = "round") -> Any:
         return self.dir.save(self.state(), which)
+
+    def collect_and_learn(self) -> dict[str, float]:
+        """One GAIL round: the fleet collects with the current weights, the learner learns; every stat of both."""
+        t0 = time.perf_counter()
+        frags = self.fleet.collect(self.learner.weights(), self.cfg.ppo.n_steps)
+        stats = {"time/collect_s": time.perf_counter() - t0, **self.fleet.stats, **self.learner.round(frags)}
+        stats["time/round_s"] = time.perf_counter() - t0
+        return stats
+
+    def due(self, setting: int, auto_count: int) -> bool:
+        """Whether an event every `setting` rounds (-1: about `auto_count` in the run) falls on this round, or it is the last."""
+        every = self.cfg.every(setting, auto_count)
+        return self.learner.env_steps >= self.target_steps or (every > 0 and self.learner.version % every == 0)
+
+    def evaluate(self, stats: dict[str, float]) -> tuple[bool, bool]:
+        """When due (`eval_every`), deterministic episodes on fixed seeds, added to `stats`; `best` updated.
+        Returns (evaluated, a new best)."""
+        if not self.due(self.cfg.eval_every, 25):
+            return False, False
+        t0 = time.perf_counter()
+        pol = self.learner.generator.policy
+        pol.set_training_mode(False)
+        out = envs.run_episodes(policy.deterministic_actor(pol), self.cfg.env, self.cfg.eval_episodes,
+                                self.references.random_seed, self._expert_action)
+        self.last_eval = {f"eval/{k}": v for k, v in out.items() if k in ("return_mean", "return_std", "action_error")}
+        normalized = self.references.normalized(out["return_mean"])
+        if normalized is not None:
+            self.last_eval["eval/normalized"] = normalized
+        stats.update(self.last_eval, **{"time/eval_s": time.perf_counter() - t0})
+        value = out.get("action_error") if self.best.metric == "action_error" else out["return_mean"]
+        if not self.best.beaten_by(value):
+            return True, False
+        self.best.value, self.best.round = value, self.learner.version
+        return True, True
+
+    def summary(self, interrupted: bool) -> dict[str, Any]:
+        refs, learner = self.references, self.learner
+        return {"run_dir": str(self.dir), "rounds": learner.version, "env_steps": learner.env_steps,
+                "interrupted": interrupted, "expert_return": refs.expert_return, "expert_source": refs.expert_source,
+                "random_return": refs.random_return, "reward_fn": self.reward_fn,
+                "seconds": time.perf_counter() - self.t_start, "best": self.best.value, "best_round": self.best.round,
+                **{k.split("/")[1]: v for k, v in self.last_eval.items()}}
 
     @property
     def target_steps(self) -> int:

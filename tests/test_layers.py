@@ -13,9 +13,9 @@ LAYERS = {
     "actor": 2, "generator": 2, "transport": 2, "checkpoint": 2, "experts": 2, "inference": 2, "metrics": 2,
     "fleet": 3, "learner": 3, "rundir": 3,
     "session": 4, "evaluate": 4, "export": 4,
-    "train": 5,
-    "tune": 6, "signing": -1,
-    "cli": 7,
+    "callbacks": 5, "train": 6,
+    "tune": 7, "signing": -1,
+    "cli": 8,
 }
 ACTOR_SIDE_FORBIDDEN = {"learner", "generator", "discriminator", "demos"}
 FORBIDDEN = {m: ACTOR_SIDE_FORBIDDEN for m in ("actor", "transport", "fleet")} | {"learner": {"transport"}}

@@ -42,6 +42,7 @@ def _trial(params: dict[str, Any], search: Search, out: str, allow_code: bool = 
     from ray import tune
 
     from gailkit import train
+    from gailkit.callbacks import Callback
     from gailkit.rundir import RunDir
 
     name = tune.get_context().get_trial_id()
@@ -53,13 +54,17 @@ def _trial(params: dict[str, Any], search: Search, out: str, allow_code: bool = 
                                                                   f"seed={search.base['seed'] + k}"])
         curve: list[float] = []
 
-        def report(env_steps: int, stats: dict[str, float], curve=curve) -> None:
+        def report(env_steps: int, stats: dict[str, float], curve=curve, k=k) -> None:
             value = _objective(stats)
             curve.append(value)
             state["best"] = max(state["best"], value)
             score = (sum(finished) + sum(curve) / len(curve)) / (len(finished) + 1)
             tune.report({"score": score, "normalized": value, "best": state["best"], "seed": k,
                          "env_steps": state["steps"] + env_steps})
+
+        class Report(Callback):
+            def on_eval(self, run, stats, report=report):
+                report(run.learner.env_steps, stats)
 
         run_dir = RunDir(Path(out) / "runs" / name / f"seed{k}")
         resume = bool(run_dir.round_checkpoints())
@@ -73,7 +78,7 @@ def _trial(params: dict[str, Any], search: Search, out: str, allow_code: bool = 
 
             shutil.rmtree(run_dir.path)  # the trial's own folder, from a start that never reached a checkpoint
         if not run_dir.slot("final").is_file():
-            train.train(cfg, run_dir.path, resume=resume, quiet=True, log=lambda m: None, on_eval=report,
+            train.train(cfg, run_dir.path, resume=resume, quiet=True, log=lambda m: None, callbacks=[Report()],
                         allow_code=allow_code)
         finished.append(sum(curve) / len(curve) if curve else -math.inf)
         state["steps"] += cfg.total_rounds * cfg.round_steps

@@ -1,0 +1,67 @@
+"""Callbacks: the lifecycle a caller sees, in order, on a real tiny run; built-ins are the same mechanism."""
+
+from __future__ import annotations
+
+import pytest
+
+from gailkit import callbacks, metrics, train
+from gailkit.callbacks import Callback
+
+
+class Recorder(Callback):
+    def __init__(self):
+        self.events: list[str] = []
+        self.eval_steps: list[int] = []
+
+    def on_start(self, run):
+        self.events.append("start")
+
+    def on_bc(self, run, stats):
+        self.events.append("bc")
+
+    def on_round(self, run, stats):
+        self.events.append("round")
+        assert stats["round"] == run.learner.version  # the built-in Metrics ran first and filled the row
+
+    def on_eval(self, run, stats):
+        self.events.append("eval")
+        self.eval_steps.append(run.learner.env_steps)
+
+    def on_best(self, run, stats):
+        self.events.append("best")
+        assert run.best.round == run.learner.version
+
+    def on_end(self, run, summary):
+        self.events.append("end")
+
+    def close(self):
+        self.events.append("close")
+
+
+def test_a_user_callback_sees_the_whole_lifecycle_in_order(tmp_path):
+    cfg = train.train_config("CustomEnv", "data/customenv.arrow", None, ["total_steps=256", "eval_every=2"], "tiny")
+    rec = Recorder()
+    summary = train.train(cfg, tmp_path / "run", quiet=True, log=lambda m: None, callbacks=[rec])
+    rounds = summary["rounds"]
+    assert rec.events[:2] == ["start", "bc"] and rec.events[-2:] == ["close", "end"]
+    assert rec.events.count("round") == rounds == len(metrics.read_rows(tmp_path / "run" / "metrics.csv"))
+    assert rec.events.count("eval") == rounds // 2 and rec.eval_steps == [2 * 64 * (i + 1) for i in range(rounds // 2)]
+    assert 1 <= rec.events.count("best") <= rec.events.count("eval")
+    assert (tmp_path / "run" / "best" / "checkpoint.pt").is_file()  # BestCheckpoint, a built-in, heard on_best too
+
+
+def test_close_reaches_every_callback_when_one_fails(tmp_path):
+    class Boom(Callback):
+        def on_round(self, run, stats):
+            raise RuntimeError("boom")
+
+    rec = Recorder()
+    cfg = train.train_config("CustomEnv", "data/customenv.arrow", None, ["total_steps=256"], "tiny")
+    with pytest.raises(RuntimeError, match="boom"):
+        train.train(cfg, tmp_path / "run", quiet=True, log=lambda m: None, callbacks=[Boom(), rec])
+    assert rec.events[-1] == "close" and "end" not in rec.events
+
+
+def test_built_ins_are_named_callbacks():
+    names = [type(c).__name__ for c in callbacks.built_in(quiet=True, log=print)]
+    assert names == ["Checkpoints", "BestCheckpoint", "Metrics", "Progress"]
