@@ -49,6 +49,17 @@ class References:
         return (ret - self.random_return) / (self.expert_return - self.random_return)
 
 
+def random_reference(env_cfg: Any, act_space: Any, episodes: int, seed: int, allow_code: bool,
+                     expert_return: float | None = None, expert_source: str = "unknown") -> References:
+    """The one random-policy baseline (train and evaluate alike): `episodes` episodes of uniformly sampled
+    actions, episode i reset with `seed + i`, the action space seeded with `seed`."""
+    from gailkit import envs
+
+    act_space.seed(seed)
+    out = envs.run_episodes(lambda obs: act_space.sample(), env_cfg, episodes, seed, allow_code=allow_code)
+    return References(expert_return, expert_source, out["return_mean"], episodes, seed)
+
+
 @dataclasses.dataclass
 class Best:
     """The best evaluation so far: `metric` is `return` (higher is better) or `action_error` (lower)."""
@@ -81,6 +92,11 @@ class RunState:
     """Global RNG states (torch, numpy, python, cuda)."""
     gailkit_version: str = __version__
     format: int = FORMAT
+    # Parsed once by `load` from `config` and `spaces` (not saved: derived from them).
+    settings: Any = dataclasses.field(default=None, repr=False, compare=False, metadata={"derived": True})
+    """The run's `TrainConfig`."""
+    observation_space: Any = dataclasses.field(default=None, repr=False, compare=False, metadata={"derived": True})
+    action_space: Any = dataclasses.field(default=None, repr=False, compare=False, metadata={"derived": True})
 
 
 _TYPES = {"round": int, "env_steps": int, "config": dict, "spaces": dict, "reward_fn": str, "references": dict,
@@ -90,7 +106,7 @@ _TYPES = {"round": int, "env_steps": int, "config": dict, "spaces": dict, "rewar
 def save(path: str | Path, state: RunState) -> Path:
     """Write `state` to `path` atomically (a temp file beside it, fsync, rename)."""
     path = Path(path)
-    data = {f.name: getattr(state, f.name) for f in dataclasses.fields(state)}
+    data = {f.name: getattr(state, f.name) for f in dataclasses.fields(state) if not f.metadata.get("derived")}
     data["references"] = dataclasses.asdict(state.references)
     data["best"] = dataclasses.asdict(state.best)
     import io
@@ -126,7 +142,18 @@ def load(path: str | Path, device: str | th.device = "cpu") -> RunState:
     problem = _check_values(data, refs, best)
     if problem:
         raise CheckpointError(f"{path}: {problem}")
-    return RunState(**{**data, "references": refs, "best": best})
+    from gailkit import config, demos
+    from gailkit.config import TrainConfig
+
+    try:
+        settings = config.from_dict(TrainConfig, config.migrate(data["config"]), "config")
+        spaces = demos.space_from_json(data["spaces"]["observation"]), demos.space_from_json(data["spaces"]["action"])
+    except (GailkitError, KeyError, TypeError, ValueError, AttributeError) as e:
+        raise CheckpointError(f"{path}: its settings or spaces cannot be read ({type(e).__name__}: {e})") from None
+    known = {f.name for f in dataclasses.fields(RunState) if not f.metadata.get("derived")}
+    fields = {k: v for k, v in data.items() if k in known and k not in ("references", "best")}
+    return RunState(**fields, references=refs, best=best, settings=settings, observation_space=spaces[0],
+                    action_space=spaces[1])
 
 
 def _number(v: Any, optional: bool = False) -> bool:
@@ -150,15 +177,12 @@ def _check_values(data: dict[str, Any], refs: References, best: Best) -> str:
 
 def load_policy(path: str | Path, device: str = "cpu"):
     """`(policy, state)`: the trained policy of a checkpoint (eval mode) and the checkpoint's state."""
-    from gailkit import config, demos, policy
-    from gailkit.config import TrainConfig
+    from gailkit import policy
 
     state = load(path, device)
     try:
-        cfg = config.from_dict(TrainConfig, config.migrate(state.config), "config")
-        obs_space = demos.space_from_json(state.spaces["observation"])
-        act_space = demos.space_from_json(state.spaces["action"])
-        pol = policy.build(obs_space, act_space, cfg.ppo, cfg.normalize_obs, device)
+        pol = policy.build(state.observation_space, state.action_space, state.settings.ppo, state.settings.normalize_obs,
+                           device)
         pol.load_state_dict(state.learner["generator"]["policy"])
     except (GailkitError, KeyError, TypeError, ValueError, RuntimeError) as e:
         raise CheckpointError(f"{path}: its policy cannot be rebuilt ({type(e).__name__}: {str(e).splitlines()[0]})") from None

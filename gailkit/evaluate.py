@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from gailkit import checkpoint, config, demos, envs, fsutil, policy, rundir
+from gailkit import checkpoint, demos, envs, fsutil, policy, rundir
 from gailkit.checkpoint import RANDOM_EPISODES, References
 from gailkit.config import EnvConfig, TrainConfig
 from gailkit.errors import GailkitError
@@ -43,7 +43,7 @@ def _load(source: Path, env_id: str | None, which: str):
         return act, EnvConfig(id=env_name), env_name == env_id, None, None, None
     path = rundir.resolve(source, which)
     pol, state = checkpoint.load_policy(path)
-    cfg = config.from_dict(TrainConfig, config.migrate(state.config), "config")
+    cfg = state.settings
     if env_id and env_id != cfg.env.id:
         raise EvaluateError(f"{source} was trained on {cfg.env.id}, not {env_id}")
     return policy.deterministic_actor(pol), cfg.env, env_id == cfg.env.id, cfg, state, path
@@ -66,7 +66,8 @@ def evaluate(source: str | Path, env_id: str | None = None, episodes: int = 50, 
     scripted = envs.scripted_experts(env_cfg.id).get("scripted")
     expert_action = scripted(None) if scripted is not None else None
     trained = envs.run_episodes(act, env_cfg, episodes, seed, expert_action, allow_code)
-    refs = state.references if state is not None else _fresh_references(env_cfg, act_space, seed, allow_code)
+    refs = state.references if state is not None else checkpoint.random_reference(env_cfg, act_space, RANDOM_EPISODES,
+                                                                                    seed, allow_code)
     if demos_path or state is None:
         try:
             d = demos.load(demos_path or "data", env_id=env_cfg.id, spaces=(obs_space, act_space))
@@ -94,12 +95,6 @@ def evaluate(source: str | Path, env_id: str | None = None, episodes: int = 50, 
     if plots and source.is_dir() and cfg is not None:
         report["plots"] = _plots(source, cfg, obs_space, act_space, env_cfg, episodes, seed, trained, refs, allow_code)
     return report
-
-
-def _fresh_references(env_cfg: EnvConfig, act_space, seed: int, allow_code: bool) -> References:
-    act_space.seed(seed)
-    out = envs.run_episodes(lambda obs: act_space.sample(), env_cfg, RANDOM_EPISODES, seed, allow_code=allow_code)
-    return References(None, "unknown", out["return_mean"], RANDOM_EPISODES, seed)
 
 
 def _plots(run_dir: Path, cfg: TrainConfig, obs_space, act_space, env_cfg, episodes, seed, trained, refs: References,

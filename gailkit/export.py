@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 import torch as th
 
-from gailkit import __version__, checkpoint, demos, fsutil, inference, policy, rundir
+from gailkit import __version__, checkpoint, fsutil, inference, policy, rundir
 from gailkit.errors import GailkitError
 
 OPSET = 17
@@ -92,7 +92,7 @@ def export(source: str | Path, out: str | Path, with_value: bool = False, with_l
         module = _Exported(pol, with_value, with_log_prob).eval()
     except ValueError as e:
         raise ExportError(f"{ckpt}: {e}") from None
-    obs_space = demos.space_from_json(state.spaces["observation"])
+    obs_space = state.observation_space
     outputs = ["action"] + (["value"] if with_value else []) + (["log_prob"] if with_log_prob else [])
     dummy = th.as_tensor(_sample_obs(obs_space, 2, np.random.default_rng(0)))
     buf = io.BytesIO()
@@ -102,7 +102,7 @@ def export(source: str | Path, out: str | Path, with_value: bool = False, with_l
                        dynamic_axes={name: {0: "batch"} for name in ["obs", *outputs]}, dynamo=False)
     model = onnx.load_from_string(buf.getvalue())
     meta = {
-        "env_id": str(state.config["env"]["id"]),
+        "env_id": state.settings.env.id,
         "observation_space": json.dumps(state.spaces["observation"]),
         "action_space": json.dumps(state.spaces["action"]),
         "gailkit_version": __version__,
@@ -129,11 +129,11 @@ def export(source: str | Path, out: str | Path, with_value: bool = False, with_l
 def export_sb3(source: str | Path, out: str | Path, which: str = "best") -> Path:
     """The trained policy as a plain stable-baselines3 `PPO` zip (`PPO.load(out)` works where gailkit
     is installed: the observation normalizer is gailkit's `NormalizedFlatten`)."""
-    from gailkit import config, experts
+    from gailkit import experts
 
     ckpt = rundir.resolve(source, which)
     pol, state = checkpoint.load_policy(ckpt, "cpu")
-    cfg = config.from_dict(config.TrainConfig, config.migrate(state.config), "config")
+    cfg = state.settings
     venv = experts.make_vec_env(cfg.env, 1, 0, monitor=False, allow_code=False)
     try:
         ppo_cfg = dataclasses.replace(cfg.ppo, n_steps=max(cfg.ppo.n_steps, cfg.ppo.batch_size))

@@ -20,7 +20,7 @@ import numpy as np
 import torch as th
 
 from gailkit import config, demos, envs, policy
-from gailkit.checkpoint import RANDOM_EPISODES, Best, CheckpointError, References, RunState
+from gailkit.checkpoint import RANDOM_EPISODES, Best, CheckpointError, References, RunState, random_reference
 from gailkit.config import TrainConfig
 from gailkit.discriminator import Discriminator, choose_reward_fn
 from gailkit.errors import ConfigError
@@ -141,13 +141,8 @@ class Run:
     @staticmethod
     def _references(cfg: TrainConfig, spaces, expert_demos: demos.Demos, allow_code: bool) -> References:
         expert_return, source = demos.expert_reference(expert_demos)
-        act_space = spaces[1]
-        seed = cfg.seed + 1_000_000
-        act_space.seed(seed)
-        episodes = max(RANDOM_EPISODES, cfg.eval_episodes)
-        random_return = envs.run_episodes(lambda obs: act_space.sample(), cfg.env, episodes, seed,
-                                          allow_code=allow_code)["return_mean"]
-        return References(expert_return, source, random_return, episodes, seed)
+        return random_reference(cfg.env, spaces[1], max(RANDOM_EPISODES, cfg.eval_episodes), cfg.seed + 1_000_000,
+                                allow_code, expert_return, source)
 
     def start(self) -> None:
         """Start the fleet, then create (or continue) the run directory and restore a resumed state."""

@@ -133,3 +133,19 @@ def test_metrics_log_appends_grows_columns_atomically_and_resumes(tmp_path):
     assert [r["round"] for r in metrics.read_rows(path)] == ["1", "2"]
     resumed.write({"round": 3, "env_steps": 192, "disc/loss": 0.31})
     assert [r["disc/loss"] for r in metrics.read_rows(path)] == ["0.5", "0.4", "0.31"]
+
+
+def test_load_parses_settings_and_spaces_once(tmp_path):
+    import gymnasium as gym
+
+    from gailkit.config import TrainConfig
+
+    back = checkpoint.load(checkpoint.save(tmp_path / "c.pt", _state()))
+    assert isinstance(back.settings, TrainConfig) and back.settings.env.id == "CartPole-v1"
+    assert back.observation_space == gym.spaces.Box(-float("inf"), float("inf"), (4,)) and back.action_space == gym.spaces.Discrete(2)
+    th.save({**_dict(), "config": {"ppo": {"net_arch": "wide"}}}, tmp_path / "c.pt")
+    with pytest.raises(CheckpointError, match="its settings or spaces cannot be read"):
+        checkpoint.load(tmp_path / "c.pt")
+    th.save({**_dict(), "spaces": {"observation": {"type": "Graph"}}}, tmp_path / "c.pt")
+    with pytest.raises(CheckpointError, match="its settings or spaces cannot be read"):
+        checkpoint.load(tmp_path / "c.pt")
