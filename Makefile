@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PY_IMITATION := $(VENV_IMITATION)/bin/python
 GAILKIT := $(VENV)/bin/gailkit
 
-.PHONY: setup setup-imitation run test test-main test-imitation bench-demos bench-gail bench-fleet bench-onnx
+.PHONY: setup setup-imitation run test test-main test-imitation lint bench-demos bench-gail bench-fleet bench-onnx
 
 setup:
 	@GAILKIT_VENV=$(VENV) bash scripts/setup.sh main
@@ -21,8 +21,14 @@ run: setup
 # The whole suite on today's stack, then the imitation-interop tests beside imitation's own pins.
 test: test-main test-imitation
 
-test-main: setup
+test-main: setup lint
 	$(PY) -m pytest -q
+
+# Lint, format and types: ruff (rules and format in pyproject.toml) and mypy on the package.
+lint: setup
+	$(PY) -m ruff check gailkit tests bench envs
+	$(PY) -m ruff format --check gailkit tests bench envs
+	$(PY) -m mypy gailkit
 
 test-imitation: setup-imitation
 	$(PY_IMITATION) -m pytest -q -m imitation

@@ -47,11 +47,20 @@ def run(env: str, demos: str, steps: int, seed: int, every: int, extra: list[str
     run_dir = tmp / f"run{time.monotonic_ns()}"
     s = train.train(cfg, run_dir, quiet=True, log=lambda m: None)
     refs = checkpoint.load(run_dir / "final" / "checkpoint.pt").references
-    curve = [(int(r["env_steps"]), float(r["eval/normalized"])) for r in metrics.read_rows(run_dir / "metrics.csv")
-             if r.get("eval/normalized")]
+    curve = [
+        (int(r["env_steps"]), float(r["eval/normalized"]))
+        for r in metrics.read_rows(run_dir / "metrics.csv")
+        if r.get("eval/normalized")
+    ]
     reach = {t: next((st for st, v in curve if v >= t), None) for t in (0.9, 0.95)}
-    return {"curve": curve, "reach": reach, "best": max(v for _, v in curve), "final": curve[-1][1],
-            "seconds": s["seconds"], "expert": refs.expert_return}
+    return {
+        "curve": curve,
+        "reach": reach,
+        "best": max(v for _, v in curve),
+        "final": curve[-1][1],
+        "seconds": s["seconds"],
+        "expert": refs.expert_return,
+    }
 
 
 def main() -> None:
@@ -65,22 +74,30 @@ def main() -> None:
     args = p.parse_args()
     th.set_num_threads(1)
     chosen = [SLUGS[s] for s in args.only] if args.only else list(VARIANTS)
-    print(f"# {args.env}, seed {args.seed}, {args.steps:,} env steps per variant, {platform.machine()}, "
-          f"torch {th.__version__}, {time.strftime('%Y-%m-%d')}", flush=True)
+    print(
+        f"# {args.env}, seed {args.seed}, {args.steps:,} env steps per variant, {platform.machine()}, "
+        f"torch {th.__version__}, {time.strftime('%Y-%m-%d')}",
+        flush=True,
+    )
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in chosen:
             r = run(args.env, args.demos, args.steps, args.seed, args.eval_every_steps, VARIANTS[name], Path(tmp))
             rows.append((name, r))
-            print(f"{name}: 0.9 at {r['reach'][0.9]}, 0.95 at {r['reach'][0.95]}, best {r['best']:.2f}, final {r['final']:.2f}, "
-                  f"{r['seconds']:.0f} s; curve " + " ".join(f"{s // 1000}k:{v:.2f}" for s, v in r["curve"]), flush=True)
+            print(
+                f"{name}: 0.9 at {r['reach'][0.9]}, 0.95 at {r['reach'][0.95]}, best {r['best']:.2f}, final {r['final']:.2f}, "
+                f"{r['seconds']:.0f} s; curve " + " ".join(f"{s // 1000}k:{v:.2f}" for s, v in r["curve"]),
+                flush=True,
+            )
     print(f"\nexpert return {rows[0][1]['expert']:.1f} (expert policy)\n")
     print("| variant | settings | steps to 0.9 | steps to 0.95 | best | final | seconds |")
     print("|---|---|---|---|---|---|---|")
     fmt = lambda v: "not reached" if v is None else f"{v:,}"  # noqa: E731
     for name, r in rows:
-        print(f"| {name} | {' '.join(VARIANTS[name]) or '–'} | {fmt(r['reach'][0.9])} | {fmt(r['reach'][0.95])} | "
-              f"{r['best']:.2f} | {r['final']:.2f} | {r['seconds']:.0f} |")
+        print(
+            f"| {name} | {' '.join(VARIANTS[name]) or '–'} | {fmt(r['reach'][0.9])} | {fmt(r['reach'][0.95])} | "
+            f"{r['best']:.2f} | {r['final']:.2f} | {r['seconds']:.0f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -46,18 +46,29 @@ def main() -> int:
             return 0
         device = "cpu"
     check = DeviceCheck()
-    cfg = train.train_config("Hopper-v4", "data/hopper.arrow", None, ["total_steps=8192", f"device={device}", "eval_every=2",
-                                                                       "disc.grad_penalty=1.0", "disc.replay_rounds=2"])
+    cfg = train.train_config(
+        "Hopper-v4",
+        "data/hopper.arrow",
+        None,
+        ["total_steps=8192", f"device={device}", "eval_every=2", "disc.grad_penalty=1.0", "disc.replay_rounds=2"],
+    )
     with tempfile.TemporaryDirectory() as tmp:
         summary = train.train(cfg, Path(tmp) / "run", quiet=True, callbacks=[check])
         state = checkpoint.load(Path(tmp) / "run" / "final" / "checkpoint.pt", device="cpu")
-        resumed = train.train(train.train_config("Hopper-v4", "data/hopper.arrow", None, [
-            "total_steps=12288", f"device={device}"]), Path(tmp) / "run", resume=True, quiet=True, callbacks=[check])
+        resumed = train.train(
+            train.train_config("Hopper-v4", "data/hopper.arrow", None, ["total_steps=12288", f"device={device}"]),
+            Path(tmp) / "run",
+            resume=True,
+            quiet=True,
+            callbacks=[check],
+        )
     seen = check.seen
     bad = {k: str(v) for k, v in seen.items() if v.type != device}
     print(f"devices seen: { {k: str(v) for k, v in seen.items()} }; eval return {summary['return_mean']:.1f}")
-    print(f"checkpoint tensors load on cpu: {all(t.device.type == 'cpu' for t in state.learner['generator']['policy'].values())}; "
-          f"resumed on {device} to round {resumed['rounds']}")
+    print(
+        f"checkpoint tensors load on cpu: {all(t.device.type == 'cpu' for t in state.learner['generator']['policy'].values())}; "
+        f"resumed on {device} to round {resumed['rounds']}"
+    )
     if bad or len(seen) < 6:
         print(f"FAIL: not on {device}: {bad or 'some checks never ran'}")
         return 1

@@ -33,9 +33,15 @@ def make_demos(n: int, obs_dim: int, act_dim: int, episode_len: int) -> demos.De
     idx = np.arange(n) + episode_id
     last = step == episode_len - 1
     return demos.Demos(
-        obs=all_obs[idx], next_obs=all_obs[idx + 1], acts=rng.uniform(-1, 1, (n, act_dim)).astype(np.float32),
-        terminated=np.zeros(n, bool), truncated=last, episode_id=episode_id, step=step,
-        rews=rng.standard_normal(n).astype(np.float32), meta=demos.DemoMeta(env_id="Bench-v0", source="bench"),
+        obs=all_obs[idx],
+        next_obs=all_obs[idx + 1],
+        acts=rng.uniform(-1, 1, (n, act_dim)).astype(np.float32),
+        terminated=np.zeros(n, bool),
+        truncated=last,
+        episode_id=episode_id,
+        step=step,
+        rews=rng.standard_normal(n).astype(np.float32),
+        meta=demos.DemoMeta(env_id="Bench-v0", source="bench"),
     )
 
 
@@ -70,21 +76,35 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args()
     d = make_demos(args.transitions, args.obs_dim, args.act_dim, args.episode_len)
-    print(f"# {args.transitions:,} transitions, obs ({args.obs_dim},) float32, acts ({args.act_dim},) float32, "
-          f"episodes of {args.episode_len}; {platform.processor() or platform.machine()}, python {platform.python_version()}")
+    print(
+        f"# {args.transitions:,} transitions, obs ({args.obs_dim},) float32, acts ({args.act_dim},) float32, "
+        f"episodes of {args.episode_len}; {platform.processor() or platform.machine()}, python {platform.python_version()}"
+    )
     import gymnasium as gym
 
-    spaces = (gym.spaces.Box(-np.inf, np.inf, (args.obs_dim,), np.float32), gym.spaces.Box(-1, 1, (args.act_dim,), np.float32))
+    spaces = (
+        gym.spaces.Box(-np.inf, np.inf, (args.obs_dim,), np.float32),
+        gym.spaces.Box(-1, 1, (args.act_dim,), np.float32),
+    )
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         cases = [
             ("gailkit load, Arrow IPC (.arrow)", "d.arrow", {}, lambda f: demos.load(f)),
-            ("gailkit load + validate vs Box spaces, Arrow IPC", "d.arrow", None,
-             lambda f: demos.load(f, env_id="Bench-v0", spaces=spaces)),
+            (
+                "gailkit load + validate vs Box spaces, Arrow IPC",
+                "d.arrow",
+                None,
+                lambda f: demos.load(f, env_id="Bench-v0", spaces=spaces),
+            ),
             ("gailkit load, Parquet", "d.parquet", {}, lambda f: demos.load(f)),
             ("gailkit load, pickle dict (restricted unpickler)", "d.pkl", {}, lambda f: demos.load(f)),
-            ("gailkit load, pickle of imitation trajectories", "t.pkl", {"pickle_layout": "trajectories"}, lambda f: demos.load(f)),
+            (
+                "gailkit load, pickle of imitation trajectories",
+                "t.pkl",
+                {"pickle_layout": "trajectories"},
+                lambda f: demos.load(f),
+            ),
             ("gailkit load, imitation dataset folder", "ds", {}, lambda f: demos.load(f)),
             ("imitation serialize.load + flatten_trajectories", "ds", None, imitation_load),
         ]
@@ -93,9 +113,11 @@ def main() -> None:
             if save_kwargs is not None:
                 demos.save(d, path, **save_kwargs)
             load(path)  # warm the page cache and imports
-            best, median = timed(lambda: load(path), args.repeats)
+            best, median = timed(lambda load=load, path=path: load(path), args.repeats)
             rows.append((label, size_of(path), best, median))
-            print(f"{label:<52} {size_of(path) / 2**20:8.1f} MiB  best {best:7.3f} s  median {median:7.3f} s", flush=True)
+            print(
+                f"{label:<52} {size_of(path) / 2**20:8.1f} MiB  best {best:7.3f} s  median {median:7.3f} s", flush=True
+            )
     base = rows[0][2]
     print("\n| loader | file size | best (s) | median (s) | vs Arrow |\n|---|---|---|---|---|")
     for label, size, best, median in rows:

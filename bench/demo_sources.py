@@ -22,11 +22,15 @@ import time
 from pathlib import Path
 
 import torch as th
-
 from ablations import run  # bench/ is on the path when a script in it runs
+
 from gailkit import demos, envs
 
-SOURCES = {"arrow": "Arrow, obs + actions", "no-actions": "Arrow, no actions (strip-actions)", "minari": "Minari dataset (HDF5)"}
+SOURCES = {
+    "arrow": "Arrow, obs + actions",
+    "no-actions": "Arrow, no actions (strip-actions)",
+    "minari": "Minari dataset (HDF5)",
+}
 
 
 def make_source(kind: str, src: str, env: str, tmp: Path) -> str:
@@ -50,24 +54,32 @@ def main() -> None:
     p.add_argument("--sources", nargs="+", default=["arrow", "no-actions"], choices=list(SOURCES))
     args = p.parse_args()
     th.set_num_threads(1)
-    print(f"# {args.env}, {args.demos}, seed {args.seed}, {args.steps:,} env steps per source, {platform.machine()}, "
-          f"torch {th.__version__}, {time.strftime('%Y-%m-%d')}", flush=True)
+    print(
+        f"# {args.env}, {args.demos}, seed {args.seed}, {args.steps:,} env steps per source, {platform.machine()}, "
+        f"torch {th.__version__}, {time.strftime('%Y-%m-%d')}",
+        flush=True,
+    )
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for kind in args.sources:
             path = make_source(kind, args.demos, args.env, Path(tmp))
             r = run(args.env, path, args.steps, args.seed, args.eval_every_steps, [], Path(tmp))
             rows.append((kind, r))
-            print(f"{SOURCES[kind]}: 0.9 at {r['reach'][0.9]}, 0.95 at {r['reach'][0.95]}, best {r['best']:.2f}, "
-                  f"final {r['final']:.2f}, {r['seconds']:.0f} s; curve " + " ".join(f"{s // 1000}k:{v:.2f}" for s, v in r["curve"]),
-                  flush=True)
+            print(
+                f"{SOURCES[kind]}: 0.9 at {r['reach'][0.9]}, 0.95 at {r['reach'][0.95]}, best {r['best']:.2f}, "
+                f"final {r['final']:.2f}, {r['seconds']:.0f} s; curve "
+                + " ".join(f"{s // 1000}k:{v:.2f}" for s, v in r["curve"]),
+                flush=True,
+            )
     print(f"\nexpert return {rows[0][1]['expert']:.1f} (expert policy)\n")
     print("| env | demos | steps to 0.9 | steps to 0.95 | best | final | seconds |")
     print("|---|---|---|---|---|---|---|")
     fmt = lambda v: "not reached" if v is None else f"{v:,}"  # noqa: E731
     for kind, r in rows:
-        print(f"| {args.env} | {SOURCES[kind]} | {fmt(r['reach'][0.9])} | {fmt(r['reach'][0.95])} | {r['best']:.2f} | "
-              f"{r['final']:.2f} | {r['seconds']:.0f} |")
+        print(
+            f"| {args.env} | {SOURCES[kind]} | {fmt(r['reach'][0.9])} | {fmt(r['reach'][0.95])} | {r['best']:.2f} | "
+            f"{r['final']:.2f} | {r['seconds']:.0f} |"
+        )
 
 
 if __name__ == "__main__":

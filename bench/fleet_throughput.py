@@ -106,8 +106,10 @@ def main() -> None:
     p.add_argument("--actors", type=int, nargs="+", default=[1, 2, 4])
     p.add_argument("--env", choices=["cartpole", "busy", "both"], default="both")
     args = p.parse_args()
-    print(f"# {args.envs} envs in all, {args.n_steps} steps per env per round, {args.rounds} timed rounds; "
-          f"{platform.machine()}, {th.get_num_threads()} torch threads, {time.strftime('%Y-%m-%d')}")
+    print(
+        f"# {args.envs} envs in all, {args.n_steps} steps per env per round, {args.rounds} timed rounds; "
+        f"{platform.machine()}, {th.get_num_threads()} torch threads, {time.strftime('%Y-%m-%d')}"
+    )
     print("| env | collector | env steps/s | vs 1 actor |\n|---|---|---|---|")
     cases = [("CartPole-v1", EnvConfig(id="CartPole-v1"))] if args.env != "busy" else []
     cases += [("1 ms/step", BUSY)] if args.env != "cartpole" else []
@@ -115,18 +117,27 @@ def main() -> None:
         rates = {}
         for n in args.actors:
             spec = ActorSpec(env_cfg, PPO, True, n_envs=args.envs // n, seed=0)
-            fleet = ZmqFleet(spec, FleetConfig(actors=n, envs_per_actor=args.envs // n, local_actors=n), envs.spaces(env_cfg))
-            rates[f"gailkit, {n} actor process{'es' if n > 1 else ''}"] = fleet_rate(fleet, env_cfg, args.n_steps, args.rounds)
+            fleet = ZmqFleet(
+                spec, FleetConfig(actors=n, envs_per_actor=args.envs // n, local_actors=n), envs.spaces(env_cfg)
+            )
+            rates[f"gailkit, {n} actor process{'es' if n > 1 else ''}"] = fleet_rate(
+                fleet, env_cfg, args.n_steps, args.rounds
+            )
         rates["gailkit in-process (--actors 0)"] = fleet_rate(
-            InProcessFleet(ActorSpec(env_cfg, PPO, True, n_envs=args.envs, seed=0)), env_cfg, args.n_steps, args.rounds)
-        rates[f"SB3 SubprocVecEnv ({args.envs} processes)"] = subproc_rate(env_cfg, args.envs, args.n_steps, args.rounds)
+            InProcessFleet(ActorSpec(env_cfg, PPO, True, n_envs=args.envs, seed=0)), env_cfg, args.n_steps, args.rounds
+        )
+        rates[f"SB3 SubprocVecEnv ({args.envs} processes)"] = subproc_rate(
+            env_cfg, args.envs, args.n_steps, args.rounds
+        )
         base = rates[f"gailkit, {args.actors[0]} actor process"] if 1 in args.actors else 1.0
         for name, rate in rates.items():
             print(f"| {label} | {name} | {rate:,.0f} | {rate / base:.2f}x |", flush=True)
     t = transport_cost()
-    print(f"\ntransport per 2,048-step x 8-env CartPole fragment: {t['transport_s'] * 1e3:.1f} ms "
-          f"({t['mb']:.2f} MB, {t['mb_per_s']:.0f} MB/s encode+send+recv+decode) vs {t['collect_s']:.2f} s to collect it "
-          f"= {100 * t['transport_s'] / t['collect_s']:.2f}% of collection time")
+    print(
+        f"\ntransport per 2,048-step x 8-env CartPole fragment: {t['transport_s'] * 1e3:.1f} ms "
+        f"({t['mb']:.2f} MB, {t['mb_per_s']:.0f} MB/s encode+send+recv+decode) vs {t['collect_s']:.2f} s to collect it "
+        f"= {100 * t['transport_s'] / t['collect_s']:.2f}% of collection time"
+    )
 
 
 if __name__ == "__main__":

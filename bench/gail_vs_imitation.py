@@ -33,8 +33,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_gailkit(args, seed: int, tmp: Path) -> dict:
-    cfg = train.train_config(args.env, args.demos, None, [f"seed={seed}", f"total_steps={args.steps}",
-                                                          f"eval_episodes={args.eval_episodes}", *args.set])
+    cfg = train.train_config(
+        args.env,
+        args.demos,
+        None,
+        [f"seed={seed}", f"total_steps={args.steps}", f"eval_episodes={args.eval_episodes}", *args.set],
+    )
     cfg.eval_every = max(1, args.eval_every_steps // cfg.round_steps)
     run = tmp / f"gailkit-{seed}"
     summary = train.train(cfg, run, quiet=True, log=lambda m: None)
@@ -46,15 +50,39 @@ def run_gailkit(args, seed: int, tmp: Path) -> dict:
             curve.append((int(r["env_steps"]), float(r["time/elapsed_s"]) - eval_time, float(r["eval/return_mean"])))
     split = {k: sum(float(r[f"time/{k}_s"]) for r in rows) / len(rows) for k in ("collect", "reward", "ppo", "disc")}
     refs = checkpoint.load(run / "final" / "checkpoint.pt").references
-    return {"curve": curve, "round_split_s": split, "per_round_steps": cfg.round_steps, "expert": refs.expert_return,
-            "expert_source": refs.expert_source, "random": refs.random_return, "fps": summary["env_steps"] / summary["seconds"]}
+    return {
+        "curve": curve,
+        "round_split_s": split,
+        "per_round_steps": cfg.round_steps,
+        "expert": refs.expert_return,
+        "expert_source": refs.expert_source,
+        "random": refs.random_return,
+        "fps": summary["env_steps"] / summary["seconds"],
+    }
 
 
 def run_imitation(args, seed: int, tmp: Path) -> dict:
     out = tmp / f"imitation-{seed}.json"
-    cmd = [args.imitation_python, str(ROOT / "bench" / "imitation_gail.py"), "--env", args.env, "--demos", args.demos,
-           "--seed", str(seed), "--steps", str(args.steps), "--eval-every-steps", str(args.eval_every_steps),
-           "--eval-episodes", str(args.eval_episodes), "--eval-seed", str(seed + 1_000_000), "--out", str(out)]
+    cmd = [
+        args.imitation_python,
+        str(ROOT / "bench" / "imitation_gail.py"),
+        "--env",
+        args.env,
+        "--demos",
+        args.demos,
+        "--seed",
+        str(seed),
+        "--steps",
+        str(args.steps),
+        "--eval-every-steps",
+        str(args.eval_every_steps),
+        "--eval-episodes",
+        str(args.eval_episodes),
+        "--eval-seed",
+        str(seed + 1_000_000),
+        "--out",
+        str(out),
+    ]
     with open(tmp / f"imitation-{seed}.log", "w") as log:  # imitation prints a table per round
         subprocess.run(cmd, check=True, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     return json.loads(out.read_text())
@@ -83,49 +111,74 @@ def main() -> None:
     th.set_num_threads(1)
     d = demos.load(args.demos, env_id=args.env, spaces=envs.spaces(args.env))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    print(f"# {args.env}, {d.n_episodes} expert episodes, {args.steps:,} env steps, seeds {args.seeds}, {platform.machine()}, "
-          f"torch {th.__version__}, {time.strftime('%Y-%m-%d')}", flush=True)
+    print(
+        f"# {args.env}, {d.n_episodes} expert episodes, {args.steps:,} env steps, seeds {args.seeds}, {platform.machine()}, "
+        f"torch {th.__version__}, {time.strftime('%Y-%m-%d')}",
+        flush=True,
+    )
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for seed in args.seeds:
             results = {}
             for tool in args.tools:
-                results[tool] = run_gailkit(args, seed, Path(tmp)) if tool == "gailkit" else run_imitation(args, seed, Path(tmp))
+                results[tool] = (
+                    run_gailkit(args, seed, Path(tmp)) if tool == "gailkit" else run_imitation(args, seed, Path(tmp))
+                )
             g = results.get("gailkit") or run_gailkit_refs(args, seed)
             for tool, res in results.items():
                 r_exp, r_rand = g["expert"], g["random"]
-                row = {"env": args.env, "tool": tool, "seed": seed, "expert": r_exp, "expert_source": g["expert_source"],
-                       "random": r_rand, "curve": res["curve"], "per_round_steps": res["per_round_steps"],
-                       "round_split_s": res.get("round_split_s"), "settings": args.set if tool == "gailkit" else res.get("settings")}
+                row = {
+                    "env": args.env,
+                    "tool": tool,
+                    "seed": seed,
+                    "expert": r_exp,
+                    "expert_source": g["expert_source"],
+                    "random": r_rand,
+                    "curve": res["curve"],
+                    "per_round_steps": res["per_round_steps"],
+                    "round_split_s": res.get("round_split_s"),
+                    "settings": args.set if tool == "gailkit" else res.get("settings"),
+                }
                 for target in (0.9, 0.95):
-                    row[f"steps_{target}"], row[f"seconds_{target}"] = first_reaching(res["curve"], target, r_rand, r_exp)
+                    row[f"steps_{target}"], row[f"seconds_{target}"] = first_reaching(
+                        res["curve"], target, r_rand, r_exp
+                    )
                 norm = [(c[2] - r_rand) / (r_exp - r_rand) for c in res["curve"]]
-                row.update(final=norm[-1], best=max(norm), final_return=res["curve"][-1][2], total_seconds=res["curve"][-1][1])
+                row.update(
+                    final=norm[-1], best=max(norm), final_return=res["curve"][-1][2], total_seconds=res["curve"][-1][1]
+                )
                 rows.append(row)
                 with open(args.out, "a") as f:
                     f.write(json.dumps(row) + "\n")
-                print(f"{tool:9} seed {seed}: 0.9 at {row['steps_0.9']} steps / {row['seconds_0.9']} s, 0.95 at "
-                      f"{row['steps_0.95']}, best {row['best']:.2f}, final {row['final']:.2f} ({row['final_return']:.0f}), "
-                      f"train time {row['total_seconds']:.0f} s", flush=True)
+                print(
+                    f"{tool:9} seed {seed}: 0.9 at {row['steps_0.9']} steps / {row['seconds_0.9']} s, 0.95 at "
+                    f"{row['steps_0.95']}, best {row['best']:.2f}, final {row['final']:.2f} ({row['final_return']:.0f}), "
+                    f"train time {row['total_seconds']:.0f} s",
+                    flush=True,
+                )
     print(f"\nexpert return {rows[0]['expert']:.1f} ({rows[0]['expert_source']}), random {rows[0]['random']:.1f}\n")
     print("| tool | seed | steps to 0.9 | s to 0.9 | steps to 0.95 | s to 0.95 | best | final (return) | training s |")
     print("|---|---|---|---|---|---|---|---|---|")
     fmt_s = lambda v: "not reached" if v is None else f"{v:,}"  # noqa: E731
     fmt_t = lambda v: "–" if v is None else f"{v:.0f}"  # noqa: E731
     for r in rows:
-        print(f"| {r['tool']} | {r['seed']} | {fmt_s(r['steps_0.9'])} | {fmt_t(r['seconds_0.9'])} | {fmt_s(r['steps_0.95'])} | "
-              f"{fmt_t(r['seconds_0.95'])} | {r['best']:.2f} | {r['final']:.2f} ({r['final_return']:.0f}) | {r['total_seconds']:.0f} |")
+        print(
+            f"| {r['tool']} | {r['seed']} | {fmt_s(r['steps_0.9'])} | {fmt_t(r['seconds_0.9'])} | {fmt_s(r['steps_0.95'])} | "
+            f"{fmt_t(r['seconds_0.95'])} | {r['best']:.2f} | {r['final']:.2f} ({r['final_return']:.0f}) | {r['total_seconds']:.0f} |"
+        )
     for r in rows:
         if r["round_split_s"]:
             sp = r["round_split_s"]
-            print(f"gailkit seed {r['seed']} round ({r['per_round_steps']} steps), mean s: collect {sp['collect']:.3f}, "
-                  f"reward {sp['reward']:.4f}, ppo {sp['ppo']:.3f}, disc {sp['disc']:.3f}")
+            print(
+                f"gailkit seed {r['seed']} round ({r['per_round_steps']} steps), mean s: collect {sp['collect']:.3f}, "
+                f"reward {sp['reward']:.4f}, ppo {sp['ppo']:.3f}, disc {sp['disc']:.3f}"
+            )
 
 
 def run_gailkit_refs(args, seed: int) -> dict:
     """The references gailkit would use for this seed, when only imitation runs."""
-    from gailkit.session import Run
     from gailkit.rundir import RunDir
+    from gailkit.session import Run
 
     cfg = train.train_config(args.env, args.demos, None, [f"seed={seed}", f"eval_episodes={args.eval_episodes}"])
     with tempfile.TemporaryDirectory() as tmp:

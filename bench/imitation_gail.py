@@ -27,10 +27,15 @@ TUNED = {"Hopper": "hopper", "HalfCheetah": "half_cheetah", "Walker2d": "walker"
 
 
 # imitation's documented GAIL example ("Train an Agent using GAIL"), for envs it has no tuned settings for.
-DOCUMENTED = {"algorithm_kwargs": {"demo_batch_size": 1024, "gen_replay_buffer_capacity": 512, "n_disc_updates_per_round": 8},
-              "rl": {"batch_size": 8 * 2048, "rl_kwargs": {"batch_size": 64, "ent_coef": 0.0, "learning_rate": 4e-4,
-                                                           "gamma": 0.95, "n_epochs": 5}},
-              "policy": {"policy_cls": "MlpPolicy", "policy_kwargs": {}}, "reward": {}}
+DOCUMENTED = {
+    "algorithm_kwargs": {"demo_batch_size": 1024, "gen_replay_buffer_capacity": 512, "n_disc_updates_per_round": 8},
+    "rl": {
+        "batch_size": 8 * 2048,
+        "rl_kwargs": {"batch_size": 64, "ent_coef": 0.0, "learning_rate": 4e-4, "gamma": 0.95, "n_epochs": 5},
+    },
+    "policy": {"policy_cls": "MlpPolicy", "policy_kwargs": {}},
+    "reward": {},
+}
 
 
 def tuned_settings(env_id: str) -> dict:
@@ -87,16 +92,32 @@ def main() -> None:
         policy_kwargs["net_arch"] = pk["net_arch"][0] if isinstance(pk["net_arch"], list) else pk["net_arch"]
     if "features_extractor_class" in pk:
         policy_kwargs["features_extractor_class"] = _cls(pk["features_extractor_class"])
-        policy_kwargs["features_extractor_kwargs"] = {"normalize_class": _cls(pk["features_extractor_kwargs"]["normalize_class"])}
+        policy_kwargs["features_extractor_kwargs"] = {
+            "normalize_class": _cls(pk["features_extractor_kwargs"]["normalize_class"])
+        }
     policy = hp["policy"]["policy_cls"]
     policy = _cls(policy) if isinstance(policy, dict) else policy
-    learner = PPO(policy, venv, n_steps=rl["batch_size"] // args.n_envs, seed=args.seed, device="cpu",
-                  policy_kwargs=policy_kwargs, **rl["rl_kwargs"])
+    learner = PPO(
+        policy,
+        venv,
+        n_steps=rl["batch_size"] // args.n_envs,
+        seed=args.seed,
+        device="cpu",
+        policy_kwargs=policy_kwargs,
+        **rl["rl_kwargs"],
+    )
     reward_net = BasicRewardNet(obs_space, act_space, normalize_input_layer=RunningNorm)
     if hp["reward"].get("normalize_output_layer"):
         reward_net = NormalizedRewardNet(reward_net, _cls(hp["reward"]["normalize_output_layer"]))
-    trainer = GAIL(demonstrations=to_trajectories(d), venv=venv, gen_algo=learner, reward_net=reward_net,
-                   allow_variable_horizon=True, init_tensorboard=False, **hp["algorithm_kwargs"])
+    trainer = GAIL(
+        demonstrations=to_trajectories(d),
+        venv=venv,
+        gen_algo=learner,
+        reward_net=reward_net,
+        allow_variable_horizon=True,
+        init_tensorboard=False,
+        **hp["algorithm_kwargs"],
+    )
 
     def act(obs):
         return learner.predict(obs, deterministic=True)[0]
@@ -115,8 +136,16 @@ def main() -> None:
     th.manual_seed(args.seed)
     np.random.seed(args.seed)
     trainer.train(args.steps, callback=callback)
-    args.out.write_text(json.dumps({"curve": curve, "settings": hp["rl"], "disc": hp["algorithm_kwargs"],
-                                    "per_round_steps": learner.n_steps * venv.num_envs}))
+    args.out.write_text(
+        json.dumps(
+            {
+                "curve": curve,
+                "settings": hp["rl"],
+                "disc": hp["algorithm_kwargs"],
+                "per_round_steps": learner.n_steps * venv.num_envs,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

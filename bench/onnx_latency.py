@@ -46,10 +46,17 @@ def main() -> None:
     obs_space, act_space = envs.spaces(cfg.env)
     pol = policy.build(obs_space, act_space, cfg.ppo, cfg.normalize_obs)
     state = checkpoint.RunState(
-        round=0, env_steps=0, config=config.to_dict(cfg), reward_fn="gail",
+        round=0,
+        env_steps=0,
+        config=config.to_dict(cfg),
+        reward_fn="gail",
         spaces={"observation": demos.space_to_json(obs_space), "action": demos.space_to_json(act_space)},
-        references=checkpoint.References(None, "none", 0.0, 0, 0), best=checkpoint.Best(),
-        learner={"generator": {"policy": pol.state_dict()}}, fleet={}, rng={})
+        references=checkpoint.References(None, "none", 0.0, 0, 0),
+        best=checkpoint.Best(),
+        learner={"generator": {"policy": pol.state_dict()}},
+        fleet={},
+        rng={},
+    )
     with tempfile.TemporaryDirectory() as tmp:
         ckpt = checkpoint.save(Path(tmp) / "c.pt", state)
         export.export(ckpt, Path(tmp) / "p.onnx")
@@ -64,18 +71,24 @@ def main() -> None:
             return module(th.as_tensor(x))[0].numpy()
 
     rows = []
-    for label, fn1, fnb in [("torch eager", lambda: torch_call(one), lambda: torch_call(big)),
-                            ("onnxruntime (OnnxPolicy)", lambda: onnx_policy.predict(one), lambda: onnx_policy.predict(big))]:
+    for label, fn1, fnb in [
+        ("torch eager", lambda: torch_call(one), lambda: torch_call(big)),
+        ("onnxruntime (OnnxPolicy)", lambda: onnx_policy.predict(one), lambda: onnx_policy.predict(big)),
+    ]:
         lat = timeit(fn1, args.iters)
         thr = timeit(fnb, max(50, args.iters // 20))
         rows.append((label, statistics.median(lat) * 1e6, np.percentile(lat, 99) * 1e6, 1024 / statistics.median(thr)))
-    print(f"# {args.env}, MLP {cfg.ppo.net_arch} {cfg.ppo.activation}, 1 thread, {platform.machine()}, torch {th.__version__}, "
-          f"{time.strftime('%Y-%m-%d')}")
+    print(
+        f"# {args.env}, MLP {cfg.ppo.net_arch} {cfg.ppo.activation}, 1 thread, {platform.machine()}, torch {th.__version__}, "
+        f"{time.strftime('%Y-%m-%d')}"
+    )
     print("| runtime | batch-1 latency median (µs) | p99 (µs) | batch-1024 throughput (obs/s) |\n|---|---|---|---|")
     for label, med, p99, thr in rows:
         print(f"| {label} | {med:.1f} | {p99:.1f} | {thr:,.0f} |")
-    print(f"\nONNX batch-1 latency is {rows[0][1] / rows[1][1]:.1f}x lower than torch eager; "
-          f"batch-1024 throughput ratio onnx/torch {rows[1][3] / rows[0][3]:.2f}")
+    print(
+        f"\nONNX batch-1 latency is {rows[0][1] / rows[1][1]:.1f}x lower than torch eager; "
+        f"batch-1024 throughput ratio onnx/torch {rows[1][3] / rows[0][3]:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -41,7 +41,10 @@ def gailkit_rate(cfg, steps: int, tmp: Path, name: str) -> tuple[float, dict[str
     first, last = rows[0], rows[-1]  # the first round holds start-up costs: time from its end
     elapsed = float(last["time/elapsed_s"]) - float(last.get("time/eval_s") or 0) - float(first["time/elapsed_s"])
     rate = (int(last["env_steps"]) - int(first["env_steps"])) / elapsed
-    split = {k: sum(float(r[f"time/{k}_s"]) for r in rows[1:]) / (len(rows) - 1) for k in ("collect", "reward", "ppo", "disc", "round")}
+    split = {
+        k: sum(float(r[f"time/{k}_s"]) for r in rows[1:]) / (len(rows) - 1)
+        for k in ("collect", "reward", "ppo", "disc", "round")
+    }
     return rate, split
 
 
@@ -55,16 +58,24 @@ def main() -> None:
     th.set_num_threads(1)
     envs.spaces(args.env)
     base = train.train_config(args.env, args.demos, None, args.set)
-    print(f"# {args.env}: {base.total_envs} envs x {base.ppo.n_steps} steps per round, batch {base.ppo.batch_size}, "
-          f"{base.ppo.n_epochs} epochs, net {base.ppo.net_arch}; {args.steps:,} env steps; {platform.machine()}, "
-          f"torch {th.__version__} (1 thread), {time.strftime('%Y-%m-%d')}", flush=True)
+    print(
+        f"# {args.env}: {base.total_envs} envs x {base.ppo.n_steps} steps per round, batch {base.ppo.batch_size}, "
+        f"{base.ppo.n_epochs} epochs, net {base.ppo.net_arch}; {args.steps:,} env steps; {platform.machine()}, "
+        f"torch {th.__version__} (1 thread), {time.strftime('%Y-%m-%d')}",
+        flush=True,
+    )
     sb3 = sb3_rate(base, args.steps)
     print(f"SB3 PPO learn() on the true reward: {sb3:,.0f} env steps/s", flush=True)
     rows = [("SB3 PPO learn() (true reward, no discriminator)", sb3, None)]
-    fleets = {"gailkit train, in-process (fleet.actors 0)": [],
-              "gailkit train, 1 actor process": ["fleet.actors=1", f"fleet.envs_per_actor={base.total_envs}"],
-              "gailkit train, 1 actor process, max_policy_lag 1": ["fleet.actors=1", f"fleet.envs_per_actor={base.total_envs}",
-                                                                   "fleet.max_policy_lag=1"]}
+    fleets = {
+        "gailkit train, in-process (fleet.actors 0)": [],
+        "gailkit train, 1 actor process": ["fleet.actors=1", f"fleet.envs_per_actor={base.total_envs}"],
+        "gailkit train, 1 actor process, max_policy_lag 1": [
+            "fleet.actors=1",
+            f"fleet.envs_per_actor={base.total_envs}",
+            "fleet.max_policy_lag=1",
+        ],
+    }
     with tempfile.TemporaryDirectory() as tmp:
         for i, (name, extra) in enumerate(fleets.items()):
             cfg = train.train_config(args.env, args.demos, None, [*args.set, *extra])
@@ -74,7 +85,9 @@ def main() -> None:
     print("\n| trainer | env steps/s | vs SB3 PPO | round s | collect s | reward s | PPO s | discriminator s |")
     print("|---|---|---|---|---|---|---|---|")
     for name, rate, split in rows:
-        parts = ["–"] * 5 if split is None else [f"{split[k]:.3f}" for k in ("round", "collect", "reward", "ppo", "disc")]
+        parts = (
+            ["–"] * 5 if split is None else [f"{split[k]:.3f}" for k in ("round", "collect", "reward", "ppo", "disc")]
+        )
         print(f"| {name} | {rate:,.0f} | {rate / sb3:.2f}x | " + " | ".join(parts) + " |")
 
 

@@ -40,14 +40,18 @@ def main() -> None:
             for line in f:
                 row = json.loads(line)
                 groups[(row["env"], row["tool"])].append(row)
-    print("| env | expert return | tool | seeds | steps to 0.9 | s to 0.9 | steps to 0.95 | s to 0.95 | best | final | training s |")
+    print(
+        "| env | expert return | tool | seeds | steps to 0.9 | s to 0.9 | steps to 0.95 | s to 0.95 | best | final | training s |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for (env, tool), rows in groups.items():
         rows.sort(key=lambda r: r["seed"])
-        print(f"| {env} | {rows[0]['expert']:,.1f} | {tool} | {len(rows)} | {fmt_steps([r['steps_0.9'] for r in rows])} | "
-              f"{fmt_secs([r['seconds_0.9'] for r in rows])} | {fmt_steps([r['steps_0.95'] for r in rows])} | "
-              f"{fmt_secs([r['seconds_0.95'] for r in rows])} | {span([r['best'] for r in rows])} | "
-              f"{span([r['final'] for r in rows])} | {fmt_secs([r['total_seconds'] for r in rows])} |")
+        print(
+            f"| {env} | {rows[0]['expert']:,.1f} | {tool} | {len(rows)} | {fmt_steps([r['steps_0.9'] for r in rows])} | "
+            f"{fmt_secs([r['seconds_0.9'] for r in rows])} | {fmt_steps([r['steps_0.95'] for r in rows])} | "
+            f"{fmt_secs([r['seconds_0.95'] for r in rows])} | {span([r['best'] for r in rows])} | "
+            f"{span([r['final'] for r in rows])} | {fmt_secs([r['total_seconds'] for r in rows])} |"
+        )
 
 
 if __name__ == "__main__":

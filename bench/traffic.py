@@ -46,8 +46,12 @@ def run(policy, env_kwargs: dict, episodes: int, seed: int) -> dict[str, float]:
             travel.append(info["mean_travel_time"])
     finally:
         env.close()
-    return {"waiting_s": float(np.mean(waits)), "waiting_std": float(np.std(waits)),
-            "throughput": float(np.mean(through)), "travel_time_s": float(np.mean(travel))}
+    return {
+        "waiting_s": float(np.mean(waits)),
+        "waiting_std": float(np.std(waits)),
+        "throughput": float(np.mean(through)),
+        "travel_time_s": float(np.mean(travel)),
+    }
 
 
 def main() -> None:
@@ -79,18 +83,24 @@ def main() -> None:
     onnx_policy = OnnxPolicy(onnx_path)
     seed = 5000
     rows = {
-        "fixed-time (SUMO's static program)": run(experts.load_expert("fixed-time", ENV, True)[0], {}, args.episodes, seed),
+        "fixed-time (SUMO's static program)": run(
+            experts.load_expert("fixed-time", ENV, True)[0], {}, args.episodes, seed
+        ),
         "actuated (SUMO, the expert)": run(experts.load_expert("actuated", ENV, True)[0], {}, args.episodes, seed),
         "max-pressure": run(experts.load_expert("max-pressure", ENV, True)[0], {}, args.episodes, seed),
         "GAIL policy (ONNX, onnxruntime)": run(onnx_policy.predict, {}, args.episodes, seed),
     }
     rng = np.random.default_rng(0)
     rows["uniform random actions"] = run(lambda obs: int(rng.integers(2)), {}, args.episodes, seed)
-    print(f"# {ENV}, demos {demo_path}, GAIL {summary['env_steps']} env steps in {train_s:.0f} s "
-          f"(best checkpoint exported), {args.episodes} evaluation episodes from seed {seed}, {time.strftime('%Y-%m-%d')}")
+    print(
+        f"# {ENV}, demos {demo_path}, GAIL {summary['env_steps']} env steps in {train_s:.0f} s "
+        f"(best checkpoint exported), {args.episodes} evaluation episodes from seed {seed}, {time.strftime('%Y-%m-%d')}"
+    )
     print("| controller | total waiting time (veh·s) | throughput (veh) | mean travel time (s) |\n|---|---|---|---|")
     for name, r in rows.items():
-        print(f"| {name} | {r['waiting_s']:,.0f} ± {r['waiting_std']:,.0f} | {r['throughput']:.1f} | {r['travel_time_s']:.1f} |")
+        print(
+            f"| {name} | {r['waiting_s']:,.0f} ± {r['waiting_std']:,.0f} | {r['throughput']:.1f} | {r['travel_time_s']:.1f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ ENVS = {
     "TrafficGrid-v0": (f"{__name__}.traffic_light:TrafficLightEnv", {"grid": 2}),
 }
 
+
 def _max_pressure(env: gym.Env) -> Callable[[Any], Any]:
     return lambda obs: env.unwrapped.max_pressure_action()
 
@@ -36,7 +37,11 @@ def _sumo_controller(kind: str) -> Callable[[gym.Env], Callable[[Any], Any]]:
     return factory
 
 
-_TRAFFIC = {"actuated": _sumo_controller("actuated"), "fixed-time": _sumo_controller("fixed"), "max-pressure": _max_pressure}
+_TRAFFIC = {
+    "actuated": _sumo_controller("actuated"),
+    "fixed-time": _sumo_controller("fixed"),
+    "max-pressure": _max_pressure,
+}
 
 SCRIPTED_EXPERTS: dict[str, dict[str, Callable[[gym.Env], Callable[[Any], Any]]]] = {
     "CustomEnv": {"scripted": lambda env: custom_env.expert_action},

@@ -61,9 +61,18 @@ def _free_port() -> int:
 class TrafficLightEnv(gym.Env):
     metadata = {"render_modes": []}
 
-    def __init__(self, grid: int = 1, delta_time: int = 5, yellow_time: int = 3, min_green: int = 10,
-                 episode_seconds: int = 600, demand: tuple[float, float] = (0.02, 0.08),
-                 controller: str = "agent", max_green_obs: float = 60.0, render_mode: str | None = None):
+    def __init__(
+        self,
+        grid: int = 1,
+        delta_time: int = 5,
+        yellow_time: int = 3,
+        min_green: int = 10,
+        episode_seconds: int = 600,
+        demand: tuple[float, float] = (0.02, 0.08),
+        controller: str = "agent",
+        max_green_obs: float = 60.0,
+        render_mode: str | None = None,
+    ):
         if controller not in ("agent", "actuated", "fixed"):
             raise ValueError(f"controller must be agent, actuated or fixed, got {controller!r}")
         self.grid, self.delta_time, self.yellow_time, self.min_green = grid, delta_time, yellow_time, min_green
@@ -87,13 +96,35 @@ class TrafficLightEnv(gym.Env):
         net = self._dir / "net.xml"
         if not net.exists():
             tls_type = "actuated" if self.controller == "actuated" else "static"
-            grid_args = (["--grid.x-number", "1", "--grid.y-number", "1"] if self.grid == 1
-                         else ["--grid.number", str(self.grid)])
-            subprocess.run([_sumo_bin("netgenerate"), "--grid", *grid_args, "--grid.length", "200",
-                            "--grid.attach-length", "200", "--default.lanenumber", "1",
-                            "--default-junction-type", "traffic_light", "--tls.default-type", tls_type,
-                            "--no-turnarounds", "true", "-o", str(net)],
-                           check=True, capture_output=True, env=dict(os.environ, SUMO_HOME=str(Path(_sumo_bin("sumo")).parents[1])))
+            grid_args = (
+                ["--grid.x-number", "1", "--grid.y-number", "1"]
+                if self.grid == 1
+                else ["--grid.number", str(self.grid)]
+            )
+            subprocess.run(
+                [
+                    _sumo_bin("netgenerate"),
+                    "--grid",
+                    *grid_args,
+                    "--grid.length",
+                    "200",
+                    "--grid.attach-length",
+                    "200",
+                    "--default.lanenumber",
+                    "1",
+                    "--default-junction-type",
+                    "traffic_light",
+                    "--tls.default-type",
+                    tls_type,
+                    "--no-turnarounds",
+                    "true",
+                    "-o",
+                    str(net),
+                ],
+                check=True,
+                capture_output=True,
+                env=dict(os.environ, SUMO_HOME=str(Path(_sumo_bin("sumo")).parents[1])),
+            )
         return net
 
     def _routes(self, rng: np.random.Generator) -> Path:
@@ -103,13 +134,15 @@ class TrafficLightEnv(gym.Env):
         # vehicles enter on edges leaving the fringe nodes and leave on edges into them
         fringe_in = sorted(e.getID() for e in net.getEdges() if e.getFromNode().getType() != "traffic_light")
         fringe_out = sorted(e.getID() for e in net.getEdges() if e.getToNode().getType() != "traffic_light")
-        lines = ['<routes>', '  <vType id="car" accel="2.6" decel="4.5" length="5" maxSpeed="13.9"/>']
+        lines = ["<routes>", '  <vType id="car" accel="2.6" decel="4.5" length="5" maxSpeed="13.9"/>']
         for o in fringe_in:
             rate = float(rng.uniform(*self.demand))  # vehicles per second entering here, this episode
             dests = [d for d in fringe_out if _reverse(d) != o] or fringe_out  # no U-turns
             for d in dests:
-                lines.append(f'  <flow id="{o}_{d}" type="car" from="{o}" to="{d}" begin="0" end="{self.episode_seconds}" '
-                             f'probability="{rate / len(dests):.5f}" departLane="best" departSpeed="max"/>')
+                lines.append(
+                    f'  <flow id="{o}_{d}" type="car" from="{o}" to="{d}" begin="0" end="{self.episode_seconds}" '
+                    f'probability="{rate / len(dests):.5f}" departLane="best" departSpeed="max"/>'
+                )
         lines.append("</routes>")
         path = self._dir / "routes.xml"
         path.write_text("\n".join(lines) + "\n")
@@ -121,11 +154,33 @@ class TrafficLightEnv(gym.Env):
         self._stop_sumo()
         routes = self._routes(rng)
         port = _free_port()
-        cmd = [_sumo_bin("sumo"), "-n", str(self._network()), "-r", str(routes), "--remote-port", str(port),
-               "--seed", str(int(rng.integers(2**31))), "--no-step-log", "true", "--no-warnings", "true",
-               "--time-to-teleport", "-1", "--waiting-time-memory", "1000", "--step-length", "1"]
-        self._proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                      env=dict(os.environ, SUMO_HOME=str(Path(_sumo_bin("sumo")).parents[1])))
+        cmd = [
+            _sumo_bin("sumo"),
+            "-n",
+            str(self._network()),
+            "-r",
+            str(routes),
+            "--remote-port",
+            str(port),
+            "--seed",
+            str(int(rng.integers(2**31))),
+            "--no-step-log",
+            "true",
+            "--no-warnings",
+            "true",
+            "--time-to-teleport",
+            "-1",
+            "--waiting-time-memory",
+            "1000",
+            "--step-length",
+            "1",
+        ]
+        self._proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=dict(os.environ, SUMO_HOME=str(Path(_sumo_bin("sumo")).parents[1])),
+        )
         deadline = time.monotonic() + 30
         while True:
             try:
@@ -137,9 +192,13 @@ class TrafficLightEnv(gym.Env):
                     raise RuntimeError("SUMO did not start") from None
                 time.sleep(0.05)
         self.lights = sorted(self.conn.trafficlight.getIDList())
-        self.in_lanes = {t: sorted(set(self.conn.trafficlight.getControlledLanes(t)))[: self.lane_count] for t in self.lights}
+        self.in_lanes = {
+            t: sorted(set(self.conn.trafficlight.getControlledLanes(t)))[: self.lane_count] for t in self.lights
+        }
         self.links = {t: self.conn.trafficlight.getControlledLinks(t) for t in self.lights}
-        self.phase_states = {t: [p.state for p in self.conn.trafficlight.getAllProgramLogics(t)[0].phases] for t in self.lights}
+        self.phase_states = {
+            t: [p.state for p in self.conn.trafficlight.getAllProgramLogics(t)[0].phases] for t in self.lights
+        }
 
     def _stop_sumo(self) -> None:
         if self.conn is not None:
@@ -208,8 +267,10 @@ class TrafficLightEnv(gym.Env):
                 self.travel_times.append(now - self.departed.pop(v, now))
         waiting = sum(self.conn.lane.getWaitingTime(lane) for t in self.lights for lane in self.in_lanes[t])
         truncated = self.conn.simulation.getTime() >= self.episode_seconds
-        info = {"throughput": len(self.travel_times),
-                "mean_travel_time": float(np.mean(self.travel_times)) if self.travel_times else 0.0}
+        info = {
+            "throughput": len(self.travel_times),
+            "mean_travel_time": float(np.mean(self.travel_times)) if self.travel_times else 0.0,
+        }
         if self.controller != "agent":
             info["expert_action"] = sum(self._sumo_green(t) << i for i, t in enumerate(self.lights))
         return self._observe(), -float(waiting), False, truncated, info
@@ -238,8 +299,11 @@ class TrafficLightEnv(gym.Env):
                 capacity = max(1.0, lane.getLength(ln) / 7.5)
                 speed_limit = max(0.1, lane.getMaxSpeed(ln))
                 n = lane.getLastStepVehicleNumber(ln)
-                parts += [min(1.0, lane.getLastStepHaltingNumber(ln) / capacity), min(1.0, n / capacity),
-                          min(1.0, lane.getLastStepMeanSpeed(ln) / speed_limit) if n else 1.0]
+                parts += [
+                    min(1.0, lane.getLastStepHaltingNumber(ln) / capacity),
+                    min(1.0, n / capacity),
+                    min(1.0, lane.getLastStepMeanSpeed(ln) / speed_limit) if n else 1.0,
+                ]
             parts += [1.0 if self.green[t] == g else 0.0 for g in range(len(GREENS))]
             parts.append(min(1.0, self.since_change[t] / self.max_green_obs))
         return np.asarray(parts, dtype=np.float32)

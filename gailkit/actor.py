@@ -35,8 +35,15 @@ class ActorSpec:
     heartbeat_s: float = 1.0
 
     def to_json(self) -> dict[str, Any]:
-        return {"env": config.to_dict(self.env), "ppo": config.to_dict(self.ppo), "normalize_obs": self.normalize_obs,
-                "n_envs": self.n_envs, "seed": self.seed, "actor_id": self.actor_id, "heartbeat_s": self.heartbeat_s}
+        return {
+            "env": config.to_dict(self.env),
+            "ppo": config.to_dict(self.ppo),
+            "normalize_obs": self.normalize_obs,
+            "n_envs": self.n_envs,
+            "seed": self.seed,
+            "actor_id": self.actor_id,
+            "heartbeat_s": self.heartbeat_s,
+        }
 
     @classmethod
     def from_json(cls, d: Any) -> ActorSpec:
@@ -50,9 +57,18 @@ class ActorSpec:
         except (KeyError, TypeError, ValueError, OverflowError) as e:
             raise config.ConfigError(f"actor spec: {type(e).__name__}: {e}") from None
         if not (1 <= n_envs <= 4096 and 0 < heartbeat_s < 3600 and isinstance(normalize, bool)):
-            raise config.ConfigError(f"actor spec: {n_envs} envs, heartbeat {heartbeat_s} s, normalize_obs {normalize!r}")
-        return cls(config.from_dict(EnvConfig, d["env"], "env"), config.from_dict(PPOConfig, d["ppo"], "ppo"),
-                   normalize, n_envs, seed, actor_id, heartbeat_s)
+            raise config.ConfigError(
+                f"actor spec: {n_envs} envs, heartbeat {heartbeat_s} s, normalize_obs {normalize!r}"
+            )
+        return cls(
+            config.from_dict(EnvConfig, d["env"], "env"),
+            config.from_dict(PPOConfig, d["ppo"], "ppo"),
+            normalize,
+            n_envs,
+            seed,
+            actor_id,
+            heartbeat_s,
+        )
 
     def with_id(self, actor_id: int) -> ActorSpec:
         return dataclasses.replace(self, actor_id=actor_id)
@@ -61,7 +77,7 @@ class ActorSpec:
 @dataclasses.dataclass
 class _EnvSlot:
     env: Any
-    obs: np.ndarray | None = None
+    obs: Any = None  # the env's observation once reset
     episode_seed: int = 0
     actions: list = dataclasses.field(default_factory=list)
     ret: float = 0.0
@@ -81,7 +97,7 @@ class Actor:
         self.actor_id, self.n_envs, self.seed = spec.actor_id, spec.n_envs, spec.seed
         self.version = -1
         self._slots: list[_EnvSlot] = []
-        self._policy = None
+        self._policy: Any = None  # an SB3 ActorCriticPolicy once started
         self._rng: np.random.Generator | None = None
 
     def start(self) -> None:
@@ -148,11 +164,18 @@ class Actor:
             if on_step is not None:
                 on_step()
         return Fragment(
-            obs=np.stack(obs_b), acts=np.stack(acts_b), next_obs=np.stack(next_b),
-            terminated=np.array(term_b, bool), truncated=np.array(trunc_b, bool),
-            log_probs=np.stack(logp_b).astype(np.float32), rews=np.array(rew_b, np.float32),
-            first_starts=first_starts, episode_returns=np.array(ep_returns, np.float64),
-            episode_lengths=np.array(ep_lengths, np.int64), actor_id=self.actor_id, policy_version=self.version,
+            obs=np.stack(obs_b),
+            acts=np.stack(acts_b),
+            next_obs=np.stack(next_b),
+            terminated=np.array(term_b, bool),
+            truncated=np.array(trunc_b, bool),
+            log_probs=np.stack(logp_b).astype(np.float32),
+            rews=np.array(rew_b, np.float32),
+            first_starts=first_starts,
+            episode_returns=np.array(ep_returns, np.float64),
+            episode_lengths=np.array(ep_lengths, np.int64),
+            actor_id=self.actor_id,
+            policy_version=self.version,
             sample_seconds=time.perf_counter() - start,
         )
 
@@ -161,8 +184,15 @@ class Actor:
         assert self._rng is not None
         return {
             "rng": self._rng.bit_generator.state,
-            "envs": [{"episode_seed": s.episode_seed, "ret": s.ret, "starting": s.starting,
-                      "actions": th.as_tensor(np.array(s.actions)) if s.actions else None} for s in self._slots],
+            "envs": [
+                {
+                    "episode_seed": s.episode_seed,
+                    "ret": s.ret,
+                    "starting": s.starting,
+                    "actions": th.as_tensor(np.array(s.actions)) if s.actions else None,
+                }
+                for s in self._slots
+            ],
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -173,7 +203,12 @@ class Actor:
             actions = [] if saved["actions"] is None else list(saved["actions"].numpy())
             for a in actions:
                 slot.obs, _, _, _, _ = slot.env.step(a)
-            slot.actions, slot.length, slot.ret, slot.starting = actions, len(actions), float(saved["ret"]), bool(saved["starting"])
+            slot.actions, slot.length, slot.ret, slot.starting = (
+                actions,
+                len(actions),
+                float(saved["ret"]),
+                bool(saved["starting"]),
+            )
 
     def stop(self) -> None:
         for slot in self._slots:

@@ -98,7 +98,7 @@ class Metrics(Callback):
     """One metrics.csv row and TensorBoard scalars per round, with every stat the round produced."""
 
     def __init__(self) -> None:
-        self.log = None
+        self.log: Any = None  # a metrics.MetricsLog once started
 
     def on_start(self, run: Run) -> None:
         from gailkit.metrics import MetricsLog
@@ -110,9 +110,15 @@ class Metrics(Callback):
     def on_round(self, run: Run, stats: dict[str, float]) -> None:
         learner = run.learner
         elapsed = time.perf_counter() - self.t0
-        stats.update({"round": learner.version, "env_steps": learner.env_steps, "time/elapsed_s": elapsed,
-                      "time/fps": (learner.env_steps - self.steps0) / max(elapsed, 1e-9),
-                      "time/collect_fps": run.cfg.round_steps / max(stats["time/collect_s"], 1e-9)})
+        stats.update(
+            {
+                "round": learner.version,
+                "env_steps": learner.env_steps,
+                "time/elapsed_s": elapsed,
+                "time/fps": (learner.env_steps - self.steps0) / max(elapsed, 1e-9),
+                "time/collect_fps": run.cfg.round_steps / max(stats["time/collect_s"], 1e-9),
+            }
+        )
         assert self.log is not None
         self.log.write(stats)
 
@@ -134,30 +140,45 @@ class Progress(Callback):
         rounds = f"{cfg.total_rounds} rounds of {cfg.round_steps:,} env steps"
         if run.target_steps != cfg.total_steps:
             rounds += f" = {run.target_steps:,} (total_steps {cfg.total_steps:,} rounded up to whole rounds)"
-        self.log(f"gailkit train: {cfg.env.id}, {len(run.expert_demos):,} expert transitions "
-                 f"({run.expert_demos.n_episodes} episodes), expert return {expert}, random return "
-                 f"{refs.random_return:.1f}, reward {run.reward_fn}"
-                 + ("" if run.expert_demos.has_actions else ", demos without actions: learning from observation with a "
-                    "discriminator on (obs, next_obs)")
-                 + f", device {run.device}, {rounds}, run {run.dir}"
-                 + (f", resuming at round {run.learner.version}" if run.resume_from else ""))
+        self.log(
+            f"gailkit train: {cfg.env.id}, {len(run.expert_demos):,} expert transitions "
+            f"({run.expert_demos.n_episodes} episodes), expert return {expert}, random return "
+            f"{refs.random_return:.1f}, reward {run.reward_fn}"
+            + (
+                ""
+                if run.expert_demos.has_actions
+                else ", demos without actions: learning from observation with a discriminator on (obs, next_obs)"
+            )
+            + f", device {run.device}, {rounds}, run {run.dir}"
+            + (f", resuming at round {run.learner.version}" if run.resume_from else "")
+        )
         if not self.quiet:
             from tqdm import tqdm
 
-            self.bar = tqdm(total=run.target_steps, initial=min(run.learner.env_steps, run.target_steps), unit="step",
-                            dynamic_ncols=True, leave=False)
+            self.bar = tqdm(
+                total=run.target_steps,
+                initial=min(run.learner.env_steps, run.target_steps),
+                unit="step",
+                dynamic_ncols=True,
+                leave=False,
+            )
 
     def on_bc(self, run: Run, stats: dict[str, float]) -> None:
         if stats:
-            self.log(f"behaviour cloning: {run.cfg.bc.epochs} epochs over the demos, loss {stats['bc/loss_first']:.4f} "
-                     f"-> {stats['bc/loss_last']:.4f}")
+            self.log(
+                f"behaviour cloning: {run.cfg.bc.epochs} epochs over the demos, loss {stats['bc/loss_first']:.4f} "
+                f"-> {stats['bc/loss_last']:.4f}"
+            )
 
     def on_round(self, run: Run, s: dict[str, float]) -> None:
         if self.bar is None:
             return
         self.bar.update(min(run.learner.env_steps, run.target_steps) - self.bar.n)
-        self.bar.set_postfix(fps=f"{s['time/fps']:.0f}", acc_e=f"{s.get('disc/acc_expert', 0):.2f}",
-                             acc_g=f"{s.get('disc/acc_gen', 0):.2f}")
+        self.bar.set_postfix(
+            fps=f"{s['time/fps']:.0f}",
+            acc_e=f"{s.get('disc/acc_expert', 0):.2f}",
+            acc_g=f"{s.get('disc/acc_gen', 0):.2f}",
+        )
         self.bar.write(round_line(s))
 
     def close(self) -> None:
@@ -168,19 +189,26 @@ class Progress(Callback):
 
 def round_line(s: dict[str, float]) -> str:
     """One human line for a round's stats."""
-    parts = [f"round {s['round']:>4}", f"steps {s['env_steps']:>9,}",
-             f"fps {s['time/fps']:6.0f} (collect {s['time/collect_fps']:6.0f})",
-             f"disc acc {s.get('disc/acc_expert', float('nan')):.2f}/{s.get('disc/acc_gen', float('nan')):.2f}"]
+    parts = [
+        f"round {s['round']:>4}",
+        f"steps {s['env_steps']:>9,}",
+        f"fps {s['time/fps']:6.0f} (collect {s['time/collect_fps']:6.0f})",
+        f"disc acc {s.get('disc/acc_expert', float('nan')):.2f}/{s.get('disc/acc_gen', float('nan')):.2f}",
+    ]
     if "rollout/ep_rew_mean" in s:
         parts.append(f"true return {s['rollout/ep_rew_mean']:8.1f}")
     if "eval/return_mean" in s:
-        parts.append(f"eval {s['eval/return_mean']:8.1f}" + (f" ({s['eval/normalized']:.2f} of expert)"
-                                                              if "eval/normalized" in s else ""))
+        parts.append(
+            f"eval {s['eval/return_mean']:8.1f}"
+            + (f" ({s['eval/normalized']:.2f} of expert)" if "eval/normalized" in s else "")
+        )
     if "eval/action_error" in s:
         parts.append(f"action error {s['eval/action_error']:.3f}")
     if "actors/live" in s:
-        parts.append(f"actors {s['actors/live']:.0f} (restarts {s.get('actors/restarts', 0):.0f}, "
-                     f"dropped {s.get('actors/dropped', 0):.0f})")
+        parts.append(
+            f"actors {s['actors/live']:.0f} (restarts {s.get('actors/restarts', 0):.0f}, "
+            f"dropped {s.get('actors/dropped', 0):.0f})"
+        )
     return " | ".join(parts)
 
 

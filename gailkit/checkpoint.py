@@ -49,8 +49,15 @@ class References:
         return (ret - self.random_return) / (self.expert_return - self.random_return)
 
 
-def random_reference(env_cfg: Any, act_space: Any, episodes: int, seed: int, allow_code: bool,
-                     expert_return: float | None = None, expert_source: str = "unknown") -> References:
+def random_reference(
+    env_cfg: Any,
+    act_space: Any,
+    episodes: int,
+    seed: int,
+    allow_code: bool,
+    expert_return: float | None = None,
+    expert_source: str = "unknown",
+) -> References:
     """The one random-policy baseline (train and evaluate alike): `episodes` episodes of uniformly sampled
     actions, episode i reset with `seed + i`, the action space seeded with `seed`."""
     from gailkit import envs
@@ -99,8 +106,20 @@ class RunState:
     action_space: Any = dataclasses.field(default=None, repr=False, compare=False, metadata={"derived": True})
 
 
-_TYPES = {"round": int, "env_steps": int, "config": dict, "spaces": dict, "reward_fn": str, "references": dict,
-          "best": dict, "learner": dict, "fleet": dict, "rng": dict, "gailkit_version": str, "format": int}
+_TYPES = {
+    "round": int,
+    "env_steps": int,
+    "config": dict,
+    "spaces": dict,
+    "reward_fn": str,
+    "references": dict,
+    "best": dict,
+    "learner": dict,
+    "fleet": dict,
+    "rng": dict,
+    "gailkit_version": str,
+    "format": int,
+}
 
 
 def save(path: str | Path, state: RunState) -> Path:
@@ -131,9 +150,9 @@ def load(path: str | Path, device: str | th.device = "cpu") -> RunState:
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
         raise CheckpointError(f"{path}: not a gailkit checkpoint of format {FORMAT} (found {found!r})")
-    for key, kind in _TYPES.items():
-        if not isinstance(data.get(key), kind) or (kind is int and isinstance(data.get(key), bool)):
-            raise CheckpointError(f"{path}: field '{key}' is missing or not a {kind.__name__}")
+    for key, expected in _TYPES.items():
+        if not isinstance(data.get(key), expected) or (expected is int and isinstance(data.get(key), bool)):
+            raise CheckpointError(f"{path}: field '{key}' is missing or not a {expected.__name__}")
     try:
         refs = References(**data["references"])
         best = Best(**data["best"])
@@ -152,8 +171,9 @@ def load(path: str | Path, device: str | th.device = "cpu") -> RunState:
         raise CheckpointError(f"{path}: its settings or spaces cannot be read ({type(e).__name__}: {e})") from None
     known = {f.name for f in dataclasses.fields(RunState) if not f.metadata.get("derived")}
     fields = {k: v for k, v in data.items() if k in known and k not in ("references", "best")}
-    return RunState(**fields, references=refs, best=best, settings=settings, observation_space=spaces[0],
-                    action_space=spaces[1])
+    return RunState(
+        **fields, references=refs, best=best, settings=settings, observation_space=spaces[0], action_space=spaces[1]
+    )
 
 
 def _number(v: Any, optional: bool = False) -> bool:
@@ -166,11 +186,20 @@ def _check_values(data: dict[str, Any], refs: References, best: Best) -> str:
     """What is wrong with a checkpoint's counters, references and best evaluation ('' when nothing)."""
     if not 0 <= data["round"] < 1 << 40 or not 0 <= data["env_steps"] < 1 << 50:
         return f"counters round {data['round']}, env_steps {data['env_steps']} out of range"
-    if not (_number(refs.expert_return, optional=True) and _number(refs.random_return) and isinstance(refs.expert_source, str)
-            and isinstance(refs.random_episodes, int) and isinstance(refs.random_seed, int)):
+    if not (
+        _number(refs.expert_return, optional=True)
+        and _number(refs.random_return)
+        and isinstance(refs.expert_source, str)
+        and isinstance(refs.random_episodes, int)
+        and isinstance(refs.random_seed, int)
+    ):
         return "malformed 'references' (returns must be finite numbers)"
-    if best.metric not in ("return", "action_error") or not _number(best.value, optional=True) \
-            or not isinstance(best.round, int) or isinstance(best.round, bool):
+    if (
+        best.metric not in ("return", "action_error")
+        or not _number(best.value, optional=True)
+        or not isinstance(best.round, int)
+        or isinstance(best.round, bool)
+    ):
         return "malformed 'best'"
     return ""
 
@@ -181,10 +210,13 @@ def load_policy(path: str | Path, device: str = "cpu"):
 
     state = load(path, device)
     try:
-        pol = policy.build(state.observation_space, state.action_space, state.settings.ppo, state.settings.normalize_obs,
-                           device)
+        pol = policy.build(
+            state.observation_space, state.action_space, state.settings.ppo, state.settings.normalize_obs, device
+        )
         pol.load_state_dict(state.learner["generator"]["policy"])
     except (GailkitError, KeyError, TypeError, ValueError, RuntimeError) as e:
-        raise CheckpointError(f"{path}: its policy cannot be rebuilt ({type(e).__name__}: {str(e).splitlines()[0]})") from None
+        raise CheckpointError(
+            f"{path}: its policy cannot be rebuilt ({type(e).__name__}: {str(e).splitlines()[0]})"
+        ) from None
     pol.set_training_mode(False)
     return pol, state

@@ -23,7 +23,6 @@ import numpy as np
 from gailkit.config import EnvConfig
 from gailkit.errors import EnvError
 
-
 PROJECT_ENVS = "gailkit_envs"  # the project's envs/ folder, as installed (never a top-level `envs`)
 
 
@@ -116,8 +115,10 @@ def make_factory(cfg: EnvConfig | str, allow_code: bool = True, source: str = ""
         return _RegisteredFactory(name, kwargs)
     if ":" in name:
         if not allow_code:
-            raise EnvError(f"{source or 'a file'} names the env {name!r}, which is code (module:Class); gailkit loads "
-                           f"code only from a name you type: pass --env {name} if you trust it")
+            raise EnvError(
+                f"{source or 'a file'} names the env {name!r}, which is code (module:Class); gailkit loads "
+                f"code only from a name you type: pass --env {name} if you trust it"
+            )
         _load_class(name)  # fail now, with a clear error, if it cannot load
         return _ClassFactory(name, kwargs)
     close = difflib.get_close_matches(name, list(gym.registry), n=4, cutoff=0.5)
@@ -174,8 +175,14 @@ def spaces(cfg: EnvConfig | str, allow_code: bool = True, source: str = "") -> t
         env.close()
 
 
-def run_episodes(act: Callable[[np.ndarray], Any], env_cfg, episodes: int, seed: int,
-                 expert_action: Callable | None = None, allow_code: bool = True) -> dict[str, Any]:
+def run_episodes(
+    act: Callable[[np.ndarray], Any],
+    env_cfg,
+    episodes: int,
+    seed: int,
+    expert_action: Callable | None = None,
+    allow_code: bool = True,
+) -> dict[str, Any]:
     """Episodes of `act` seeded `seed + i`: mean/std return, and the mean absolute action error
     against `expert_action(obs)` when given (a scripted expert)."""
     env = make_factory(env_cfg, allow_code)()
@@ -195,9 +202,13 @@ def run_episodes(act: Callable[[np.ndarray], Any], env_cfg, episodes: int, seed:
             lengths.append(steps)
     finally:
         env.close()
-    out: dict[str, Any] = {"return_mean": float(np.mean(returns)), "return_std": float(np.std(returns)),
-                           "length_mean": float(np.mean(lengths)), "length_std": float(np.std(lengths)),
-                           "returns": [float(r) for r in returns]}
+    out: dict[str, Any] = {
+        "return_mean": float(np.mean(returns)),
+        "return_std": float(np.std(returns)),
+        "length_mean": float(np.mean(lengths)),
+        "length_std": float(np.std(lengths)),
+        "returns": [float(r) for r in returns],
+    }
     if errors:
         out["action_error"] = float(np.mean(errors))
     return out

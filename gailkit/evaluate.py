@@ -53,9 +53,16 @@ def _episode_stats(out: dict[str, Any]) -> dict[str, Any]:
     return {k: out[k] for k in ("return_mean", "return_std", "length_mean", "length_std", "returns")}
 
 
-def evaluate(source: str | Path, env_id: str | None = None, episodes: int = 50, seed: int = 0,
-             onnx_path: str | Path | None = None, demos_path: str | None = None, plots: bool = True,
-             which: str = "best") -> dict[str, Any]:
+def evaluate(
+    source: str | Path,
+    env_id: str | None = None,
+    episodes: int = 50,
+    seed: int = 0,
+    onnx_path: str | Path | None = None,
+    demos_path: str | None = None,
+    plots: bool = True,
+    which: str = "best",
+) -> dict[str, Any]:
     source = Path(source)
     if not source.exists():
         raise EvaluateError(f"{source}: no such run directory, checkpoint or expert zip")
@@ -66,8 +73,11 @@ def evaluate(source: str | Path, env_id: str | None = None, episodes: int = 50, 
     scripted = envs.scripted_experts(env_cfg.id).get("scripted")
     expert_action = scripted(None) if scripted is not None else None
     trained = envs.run_episodes(act, env_cfg, episodes, seed, expert_action, allow_code)
-    refs = state.references if state is not None else checkpoint.random_reference(env_cfg, act_space, RANDOM_EPISODES,
-                                                                                    seed, allow_code)
+    refs = (
+        state.references
+        if state is not None
+        else checkpoint.random_reference(env_cfg, act_space, RANDOM_EPISODES, seed, allow_code)
+    )
     if demos_path or state is None:
         try:
             d = demos.load(demos_path or "data", env_id=env_cfg.id, spaces=(obs_space, act_space))
@@ -82,23 +92,42 @@ def evaluate(source: str | Path, env_id: str | None = None, episodes: int = 50, 
         onnx_policy = OnnxPolicy(onnx_path)
         if onnx_policy.env_id != env_cfg.id:
             raise EvaluateError(f"{onnx_path} was exported for {onnx_policy.env_id}, not {env_cfg.id}")
-        onnx_stats = {"path": str(onnx_path),
-                      **_episode_stats(envs.run_episodes(onnx_policy.predict, env_cfg, episodes, seed, allow_code=allow_code))}
+        onnx_stats = {
+            "path": str(onnx_path),
+            **_episode_stats(envs.run_episodes(onnx_policy.predict, env_cfg, episodes, seed, allow_code=allow_code)),
+        }
     report = {
-        "schema": SCHEMA, "env_id": env_cfg.id, "source": str(source), "checkpoint": None if ckpt is None else str(ckpt),
-        "episodes": episodes, "seed": seed, "policy": _episode_stats(trained),
+        "schema": SCHEMA,
+        "env_id": env_cfg.id,
+        "source": str(source),
+        "checkpoint": None if ckpt is None else str(ckpt),
+        "episodes": episodes,
+        "seed": seed,
+        "policy": _episode_stats(trained),
         "expert": {"return_mean": refs.expert_return, "source": refs.expert_source},
         "random": {"return_mean": refs.random_return, "episodes": refs.random_episodes, "seed": refs.random_seed},
-        "normalized": refs.normalized(trained["return_mean"]), "action_error": trained.get("action_error"),
-        "onnx": onnx_stats, "plots": [],
+        "normalized": refs.normalized(trained["return_mean"]),
+        "action_error": trained.get("action_error"),
+        "onnx": onnx_stats,
+        "plots": [],
     }
     if plots and source.is_dir() and cfg is not None:
         report["plots"] = _plots(source, cfg, obs_space, act_space, env_cfg, episodes, seed, trained, refs, allow_code)
     return report
 
 
-def _plots(run_dir: Path, cfg: TrainConfig, obs_space, act_space, env_cfg, episodes, seed, trained, refs: References,
-           allow_code: bool) -> list[str]:
+def _plots(
+    run_dir: Path,
+    cfg: TrainConfig,
+    obs_space,
+    act_space,
+    env_cfg,
+    episodes,
+    seed,
+    trained,
+    refs: References,
+    allow_code: bool,
+) -> list[str]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -108,7 +137,9 @@ def _plots(run_dir: Path, cfg: TrainConfig, obs_space, act_space, env_cfg, episo
     th.manual_seed(cfg.seed)
     untrained_pol = policy.build(obs_space, act_space, cfg.ppo, cfg.normalize_obs)
     untrained_pol.set_training_mode(False)
-    untrained = envs.run_episodes(policy.deterministic_actor(untrained_pol), env_cfg, episodes, seed, allow_code=allow_code)
+    untrained = envs.run_episodes(
+        policy.deterministic_actor(untrained_pol), env_cfg, episodes, seed, allow_code=allow_code
+    )
     r_expert = refs.expert_return
     expert_label = f"expert ({refs.expert_source}, {r_expert:.1f})" if r_expert is not None else ""
     run = rundir.RunDir(run_dir)
@@ -123,7 +154,7 @@ def _plots(run_dir: Path, cfg: TrainConfig, obs_space, act_space, env_cfg, episo
         written.append(str(out_dir / name))
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    bins = np.histogram_bin_edges(untrained["returns"] + trained["returns"], bins=20)
+    bins = np.histogram_bin_edges(untrained["returns"] + trained["returns"], bins=20).tolist()
     ax.hist(untrained["returns"], bins=bins, alpha=0.6, label=f"untrained ({untrained['return_mean']:.1f})")
     ax.hist(trained["returns"], bins=bins, alpha=0.6, label=f"trained ({trained['return_mean']:.1f})")
     if r_expert is not None:
@@ -161,15 +192,24 @@ def _plots(run_dir: Path, cfg: TrainConfig, obs_space, act_space, env_cfg, episo
 
 def format_table(r: dict[str, Any]) -> str:
     p = r["policy"]
-    lines = [f"{r['env_id']}: {r['episodes']} episodes from seed {r['seed']} ({r['checkpoint'] or r['source']})",
-             f"  {'policy':<10} return {p['return_mean']:9.1f} ± {p['return_std']:7.1f}   length {p['length_mean']:7.1f} ± {p['length_std']:.1f}"]
+    lines = [
+        f"{r['env_id']}: {r['episodes']} episodes from seed {r['seed']} ({r['checkpoint'] or r['source']})",
+        f"  {'policy':<10} return {p['return_mean']:9.1f} ± {p['return_std']:7.1f}   length {p['length_mean']:7.1f} ± {p['length_std']:.1f}",
+    ]
     if r["onnx"]:
         o = r["onnx"]
-        lines.append(f"  {'onnx':<10} return {o['return_mean']:9.1f} ± {o['return_std']:7.1f}   length {o['length_mean']:7.1f} ± {o['length_std']:.1f}")
+        lines.append(
+            f"  {'onnx':<10} return {o['return_mean']:9.1f} ± {o['return_std']:7.1f}   length {o['length_mean']:7.1f} ± {o['length_std']:.1f}"
+        )
     exp, rnd = r["expert"], r["random"]
-    lines.append(f"  {'expert':<10} return {exp['return_mean']:9.1f} ({exp['source']})" if exp["return_mean"] is not None
-                 else f"  {'expert':<10} return unknown (no demos)")
-    lines.append(f"  {'random':<10} return {rnd['return_mean']:9.1f} ({rnd['episodes']} episodes from seed {rnd['seed']})")
+    lines.append(
+        f"  {'expert':<10} return {exp['return_mean']:9.1f} ({exp['source']})"
+        if exp["return_mean"] is not None
+        else f"  {'expert':<10} return unknown (no demos)"
+    )
+    lines.append(
+        f"  {'random':<10} return {rnd['return_mean']:9.1f} ({rnd['episodes']} episodes from seed {rnd['seed']})"
+    )
     if r["normalized"] is not None:
         lines.append(f"  normalized score {r['normalized']:.3f} (against the {exp['source']}'s return)")
     if r["action_error"] is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ def find_settings(env_id: str, kind: str) -> Path | None:
     return None
 
 
-def expert_config(env_id: str, config_file: str | None = None, overrides: list[str] = ()) -> ExpertConfig:
+def expert_config(env_id: str, config_file: str | None = None, overrides: Sequence[str] = ()) -> ExpertConfig:
     """Defaults, then the env's YAML in experts/, then `config_file`, then `--set` overrides."""
     layers = [("--env", {"env": {"id": env_id}})]
     found = find_settings(env_id, "expert")
@@ -93,8 +93,9 @@ def _progress_callback(total: int, quiet: bool):
     return Progress()
 
 
-def train_expert(cfg: ExpertConfig, out: Path, device: str = "cpu", log: Callable[[str], None] = print,
-                 quiet: bool = False) -> dict:
+def train_expert(
+    cfg: ExpertConfig, out: Path, device: str = "cpu", log: Callable[[str], None] = print, quiet: bool = False
+) -> dict:
     """Train an SB3 PPO expert, evaluate it, save `out` (.zip) and `out.json` atomically.
 
     With `normalize_obs`, VecNormalize's observation statistics are copied into the policy's
@@ -105,11 +106,19 @@ def train_expert(cfg: ExpertConfig, out: Path, device: str = "cpu", log: Callabl
     from gailkit import policy  # imports torch and SB3: only when an expert is trained
 
     if cfg.ppo.batch_size > cfg.ppo.n_steps * cfg.n_envs:
-        raise ConfigError(f"'ppo.batch_size' {cfg.ppo.batch_size} exceeds n_steps * n_envs = {cfg.ppo.n_steps * cfg.n_envs}")
+        raise ConfigError(
+            f"'ppo.batch_size' {cfg.ppo.batch_size} exceeds n_steps * n_envs = {cfg.ppo.n_steps * cfg.n_envs}"
+        )
     venv = make_vec_env(cfg.env, cfg.n_envs, cfg.seed)
     if cfg.normalize_obs or cfg.normalize_reward:
-        venv = VecNormalize(venv, norm_obs=cfg.normalize_obs, norm_reward=cfg.normalize_reward, gamma=cfg.ppo.gamma,
-                            clip_obs=10.0, epsilon=1e-8)
+        venv = VecNormalize(
+            venv,
+            norm_obs=cfg.normalize_obs,
+            norm_reward=cfg.normalize_reward,
+            gamma=cfg.ppo.gamma,
+            clip_obs=10.0,
+            epsilon=1e-8,
+        )
     model = policy.make_ppo(venv, cfg.ppo, normalize_obs=False, device=device, seed=cfg.seed)
     start = time.perf_counter()
     log(f"training PPO expert on {cfg.env.id} for {cfg.total_timesteps:,} steps ({cfg.n_envs} envs)")
@@ -122,13 +131,20 @@ def train_expert(cfg: ExpertConfig, out: Path, device: str = "cpu", log: Callabl
         ext.normalize = True
         model.policy_kwargs["features_extractor_kwargs"]["normalize"] = True  # what the zip records
     model.policy.set_training_mode(False)
-    returns = envs.run_episodes(policy.deterministic_actor(model.policy), cfg.env, cfg.eval_episodes,
-                                seed=cfg.seed + 10_000)
+    returns = envs.run_episodes(
+        policy.deterministic_actor(model.policy), cfg.env, cfg.eval_episodes, seed=cfg.seed + 10_000
+    )
     info = {
-        "env_id": cfg.env.id, "algo": "PPO (stable-baselines3)",
-        "mean_return": returns["return_mean"], "std_return": returns["return_std"],
-        "eval_episodes": cfg.eval_episodes, "eval_seed": cfg.seed + 10_000, "deterministic": True,
-        "train_seconds": round(seconds, 1), "gailkit_version": __version__, "config": config.to_dict(cfg),
+        "env_id": cfg.env.id,
+        "algo": "PPO (stable-baselines3)",
+        "mean_return": returns["return_mean"],
+        "std_return": returns["return_std"],
+        "eval_episodes": cfg.eval_episodes,
+        "eval_seed": cfg.seed + 10_000,
+        "deterministic": True,
+        "train_seconds": round(seconds, 1),
+        "gailkit_version": __version__,
+        "config": config.to_dict(cfg),
     }
     with fsutil.atomic_path(out, suffix=".zip") as tmp:
         model.save(tmp)
@@ -137,7 +153,7 @@ def train_expert(cfg: ExpertConfig, out: Path, device: str = "cpu", log: Callabl
     return info
 
 
-def load_expert(spec: str, env_id: str | None, deterministic: bool) -> tuple[Policy, str, dict]:
+def load_expert(spec: str, env_id: str | None, deterministic: bool) -> tuple[Policy | Scripted, str, dict]:
     """`(policy, env_id, info)` for an SB3 zip, a scripted expert name of the env, or module:function."""
     path = Path(spec)
     if path.suffix == ".zip":
@@ -178,7 +194,9 @@ def load_expert(spec: str, env_id: str | None, deterministic: bool) -> tuple[Pol
             raise ExpertError(f"--expert {spec}: {type(fn).__name__} is not callable (obs -> action)")
         return fn, env_id, {"scripted": spec}
     names = ", ".join(sorted(scripted)) or "none"
-    raise ExpertError(f"--expert {spec}: not a .zip file, nor a scripted expert of {env_id} (it has: {names}), nor module:function")
+    raise ExpertError(
+        f"--expert {spec}: not a .zip file, nor a scripted expert of {env_id} (it has: {names}), nor module:function"
+    )
 
 
 def _policy_actor(pol: Any, deterministic: bool) -> Policy:
@@ -219,14 +237,18 @@ def record_demos(spec: str, env_id: str | None, episodes: int, seed: int, sample
     reference = d.episode_returns()
     if sample:
         det, _, _ = load_expert(spec, env_name, deterministic=True)
-        reference = record(det, env_name, max(10, min(episodes, 50)), seed + 100_000, spec, allow_code).episode_returns()
+        reference = record(
+            det, env_name, max(10, min(episodes, 50)), seed + 100_000, spec, allow_code
+        ).episode_returns()
+    assert reference is not None, "recorded episodes always carry their returns"
     d.meta.expert_return, d.meta.expert_return_std = float(reference.mean()), float(reference.std())
     d.meta.expert_episodes, d.meta.sampled = len(reference), sample
     return d
 
 
-def record(policy: Policy | Scripted, env_cfg: EnvConfig | str, episodes: int, seed: int, source: str,
-           allow_code: bool = True) -> demos.Demos:
+def record(
+    policy: Policy | Scripted, env_cfg: EnvConfig | str, episodes: int, seed: int, source: str, allow_code: bool = True
+) -> demos.Demos:
     """Roll out `policy` for `episodes` episodes seeded `seed + i`; every transition with its reward.
 
     Where the env reports `info["expert_action"]` (its own controller drove), that is the action recorded.
@@ -238,7 +260,9 @@ def record(policy: Policy | Scripted, env_cfg: EnvConfig | str, episodes: int, s
     env = envs.make_factory(EnvConfig(id=env_cfg.id, kwargs={**env_cfg.kwargs, **extra}), allow_code)()
     if isinstance(policy, Scripted):
         policy = policy.bind(env)
-    cols: dict[str, list] = {k: [] for k in ("obs", "acts", "next_obs", "terminated", "truncated", "rews", "episode_id", "step")}
+    cols: dict[str, list] = {
+        k: [] for k in ("obs", "acts", "next_obs", "terminated", "truncated", "rews", "episode_id", "step")
+    }
     try:
         for ep in range(episodes):
             obs, _ = env.reset(seed=seed + ep)
@@ -253,14 +277,22 @@ def record(policy: Policy | Scripted, env_cfg: EnvConfig | str, episodes: int, s
                     cols[k].append(v)
                 obs, t, done = next_obs, t + 1, term or trunc
         meta = demos.DemoMeta(
-            env_id=env_cfg.id, observation_space=demos.space_to_json(env.observation_space),
-            action_space=demos.space_to_json(env.action_space), source=source, gailkit_version=__version__,
+            env_id=env_cfg.id,
+            observation_space=demos.space_to_json(env.observation_space),
+            action_space=demos.space_to_json(env.action_space),
+            source=source,
+            gailkit_version=__version__,
         )
     finally:
         env.close()
     return demos.Demos(
-        obs=np.stack(cols["obs"]), acts=np.stack(cols["acts"]), next_obs=np.stack(cols["next_obs"]),
-        terminated=np.array(cols["terminated"], bool), truncated=np.array(cols["truncated"], bool),
-        rews=np.array(cols["rews"], np.float32), episode_id=np.array(cols["episode_id"], np.int64),
-        step=np.array(cols["step"], np.int64), meta=meta,
+        obs=np.stack(cols["obs"]),
+        acts=np.stack(cols["acts"]),
+        next_obs=np.stack(cols["next_obs"]),
+        terminated=np.array(cols["terminated"], bool),
+        truncated=np.array(cols["truncated"], bool),
+        rews=np.array(cols["rews"], np.float32),
+        episode_id=np.array(cols["episode_id"], np.int64),
+        step=np.array(cols["step"], np.int64),
+        meta=meta,
     )

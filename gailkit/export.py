@@ -62,11 +62,16 @@ def parity(model_bytes: bytes, module: _Exported, obs_space: gym.Space, n: int =
     sess = inference.session(model_bytes)
     obs = _sample_obs(obs_space, n, np.random.default_rng(seed))
     names = [o.name for o in sess.get_outputs()]
-    report: dict[str, Any] = {"observations": n, "batches": [1, 64], "discrete_mismatches": 0,
-                              "max_abs_diff": {name: 0.0 for name in names}, "max_scaled_diff": {name: 0.0 for name in names}}
+    report: dict[str, Any] = {
+        "observations": n,
+        "batches": [1, 64],
+        "discrete_mismatches": 0,
+        "max_abs_diff": {name: 0.0 for name in names},
+        "max_scaled_diff": {name: 0.0 for name in names},
+    }
     for batch in (1, 64):
         for i in range(0, n, batch):
-            chunk = obs[i:i + batch]
+            chunk = obs[i : i + batch]
             with th.no_grad():
                 ref = [t.cpu().numpy() for t in module(th.as_tensor(chunk))]
             got = sess.run(None, {"obs": chunk})
@@ -78,13 +83,17 @@ def parity(model_bytes: bytes, module: _Exported, obs_space: gym.Space, n: int =
                 report["max_abs_diff"][name] = max(report["max_abs_diff"][name], float(diff.max()))
                 scaled = diff / np.maximum(1.0, np.abs(r))
                 report["max_scaled_diff"][name] = max(report["max_scaled_diff"][name], float(scaled.max()))
-    report["ok"] = (report["discrete_mismatches"] == 0 and report["max_abs_diff"]["action"] <= TOLERANCE
-                    and all(v <= TOLERANCE for v in report["max_scaled_diff"].values()))
+    report["ok"] = (
+        report["discrete_mismatches"] == 0
+        and report["max_abs_diff"]["action"] <= TOLERANCE
+        and all(v <= TOLERANCE for v in report["max_scaled_diff"].values())
+    )
     return report
 
 
-def export(source: str | Path, out: str | Path, with_value: bool = False, with_log_prob: bool = False,
-           which: str = "best") -> dict[str, Any]:
+def export(
+    source: str | Path, out: str | Path, with_value: bool = False, with_log_prob: bool = False, which: str = "best"
+) -> dict[str, Any]:
     """Export the policy of a run (or checkpoint) to `out`; returns the parity report and metadata."""
     ckpt = rundir.resolve(source, which)
     pol, state = checkpoint.load_policy(ckpt, "cpu")
@@ -98,8 +107,16 @@ def export(source: str | Path, out: str | Path, with_value: bool = False, with_l
     buf = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        th.onnx.export(module, (dummy,), buf, input_names=["obs"], output_names=outputs, opset_version=OPSET,
-                       dynamic_axes={name: {0: "batch"} for name in ["obs", *outputs]}, dynamo=False)
+        th.onnx.export(
+            module,
+            (dummy,),
+            buf,  # type: ignore[arg-type]  # torch.onnx.export writes to a file object too
+            input_names=["obs"],
+            output_names=outputs,
+            opset_version=OPSET,
+            dynamic_axes={name: {0: "batch"} for name in ["obs", *outputs]},
+            dynamo=False,
+        )
     model = onnx.load_from_string(buf.getvalue())
     meta = {
         "env_id": state.settings.env.id,
@@ -120,8 +137,10 @@ def export(source: str | Path, out: str | Path, with_value: bool = False, with_l
     data = model.SerializeToString()
     report = parity(data, module, obs_space)
     if not report["ok"]:
-        raise ExportError(f"parity check failed: max abs differences {report['max_abs_diff']} "
-                          f"(limit {TOLERANCE:.0e}), {report['discrete_mismatches']} discrete mismatches; nothing written")
+        raise ExportError(
+            f"parity check failed: max abs differences {report['max_abs_diff']} "
+            f"(limit {TOLERANCE:.0e}), {report['discrete_mismatches']} discrete mismatches; nothing written"
+        )
     fsutil.atomic_write_bytes(out, data)
     return {"out": str(out), "checkpoint": str(ckpt), "parity": report, "metadata": meta}
 

@@ -42,13 +42,17 @@ class Fragment:
         for name in ("obs", "acts", "next_obs", "truncated", "log_probs", "rews"):
             arr = getattr(self, name)
             if arr.shape[:2] != (t, e):
-                raise ValueError(f"fragment field '{name}' has leading shape {arr.shape[:2]}, 'terminated' has {(t, e)}")
+                raise ValueError(
+                    f"fragment field '{name}' has leading shape {arr.shape[:2]}, 'terminated' has {(t, e)}"
+                )
         if self.obs.shape != self.next_obs.shape:
             raise ValueError(f"fragment 'next_obs' shape {self.next_obs.shape} != 'obs' shape {self.obs.shape}")
         if self.first_starts.shape != (e,):
             raise ValueError(f"fragment 'first_starts' shape {self.first_starts.shape} != ({e},)")
         if self.episode_returns.shape != self.episode_lengths.shape:
-            raise ValueError(f"fragment episode stats: {self.episode_returns.shape} returns vs {self.episode_lengths.shape} lengths")
+            raise ValueError(
+                f"fragment episode stats: {self.episode_returns.shape} returns vs {self.episode_lengths.shape} lengths"
+            )
 
     @property
     def n_steps(self) -> int:
@@ -76,10 +80,17 @@ def stack(fragments: list[Fragment]) -> Fragment:
         raise ValueError(f"fragments of different lengths {sorted(lengths)} cannot be stacked")
     cat = lambda name, axis=1: np.concatenate([getattr(f, name) for f in fragments], axis=axis)  # noqa: E731
     return Fragment(
-        obs=cat("obs"), acts=cat("acts"), next_obs=cat("next_obs"), terminated=cat("terminated"),
-        truncated=cat("truncated"), log_probs=cat("log_probs"), rews=cat("rews"),
-        first_starts=cat("first_starts", 0), episode_returns=cat("episode_returns", 0),
-        episode_lengths=cat("episode_lengths", 0), actor_id=-1,
+        obs=cat("obs"),
+        acts=cat("acts"),
+        next_obs=cat("next_obs"),
+        terminated=cat("terminated"),
+        truncated=cat("truncated"),
+        log_probs=cat("log_probs"),
+        rews=cat("rews"),
+        first_starts=cat("first_starts", 0),
+        episode_returns=cat("episode_returns", 0),
+        episode_lengths=cat("episode_lengths", 0),
+        actor_id=-1,
         policy_version=min(f.policy_version for f in fragments),
         sample_seconds=max(f.sample_seconds for f in fragments),
     )
@@ -119,10 +130,17 @@ class FragmentSpec:
     @classmethod
     def of(cls, observation_space, action_space, n_steps: int, n_envs: int) -> FragmentSpec:
         n = getattr(action_space, "n", None)
-        discrete = n is not None and getattr(action_space, "nvec", None) is None and np.ndim(n) == 0 \
-            and not action_space.shape
-        return cls(n_steps, n_envs, tuple(observation_space.shape or ()), tuple(action_space.shape or ()),
-                   int(n) if discrete else None, int(getattr(action_space, "start", 0)) if discrete else 0)
+        discrete = (
+            n is not None and getattr(action_space, "nvec", None) is None and np.ndim(n) == 0 and not action_space.shape
+        )
+        return cls(
+            n_steps,
+            n_envs,
+            tuple(observation_space.shape or ()),
+            tuple(action_space.shape or ()),
+            int(n) if discrete and n is not None else None,
+            int(getattr(action_space, "start", 0)) if discrete else 0,
+        )
 
     def check(self, f: Fragment) -> None:
         """Raise `BadFragment` unless shapes, dtypes, finiteness and action ranges all fit."""
@@ -155,7 +173,9 @@ class FragmentSpec:
             raise BadFragment("bad_log_prob", "a discrete action's log-probability above 0")
         _finite_numbers(f.episode_returns, "episode_returns")
         if len(f.episode_returns) != int(f.dones.sum()) or (f.episode_lengths < 1).any():
-            raise BadFragment("bad_episode_stats", f"{len(f.episode_returns)} finished episodes for {int(f.dones.sum())} ends")
+            raise BadFragment(
+                "bad_episode_stats", f"{len(f.episode_returns)} finished episodes for {int(f.dones.sum())} ends"
+            )
 
 
 def _finite_numbers(arr: np.ndarray, name: str) -> None:

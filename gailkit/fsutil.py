@@ -79,8 +79,10 @@ def _replaceable(target: Path, is_dir: bool) -> None:
         return
     if stat.S_ISLNK(mode) or (stat.S_ISDIR(mode) if is_dir else stat.S_ISREG(mode)):
         return
-    raise InputError(f"{target}: exists and is {_kind(mode)}; gailkit replaces only {'folders' if is_dir else 'plain files'} "
-                     "it writes, never anything else")
+    raise InputError(
+        f"{target}: exists and is {_kind(mode)}; gailkit replaces only {'folders' if is_dir else 'plain files'} "
+        "it writes, never anything else"
+    )
 
 
 def atomic_write_bytes(target: str | Path, data: bytes, mode: int | None = None) -> None:
@@ -107,7 +109,7 @@ def _alive(pid: int) -> bool:
 
 def clean_stale(folder: str | Path) -> list[Path]:
     """Remove temp files and folders of atomic writes under `folder` whose writing process is gone."""
-    removed = []
+    removed: list[Path] = []
     folder = Path(folder)
     if not folder.is_dir():
         return removed
@@ -145,8 +147,15 @@ def check_regular(path: str | Path, what: str = "") -> Path:
 
 
 def _kind(mode: int) -> str:
-    return "a folder" if stat.S_ISDIR(mode) else "a plain file" if stat.S_ISREG(mode) else \
-        "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
+    return (
+        "a folder"
+        if stat.S_ISDIR(mode)
+        else "a plain file"
+        if stat.S_ISREG(mode)
+        else "a FIFO"
+        if stat.S_ISFIFO(mode)
+        else "a device or socket"
+    )
 
 
 def read_regular(path: str | Path, limit: int, what: str = "") -> bytes:

@@ -47,8 +47,16 @@ class _Capture(Logger):
 class Generator:
     """Owns the policy the learner trains and SB3's PPO around it."""
 
-    def __init__(self, observation_space: gym.Space, action_space: gym.Space, cfg: PPOConfig,
-                 normalize_obs: bool, n_envs: int, device: str | th.device, seed: int):
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        cfg: PPOConfig,
+        normalize_obs: bool,
+        n_envs: int,
+        device: str | th.device,
+        seed: int,
+    ):
         self.cfg = cfg
         venv = DummyVecEnv([lambda: _SpacesOnly(observation_space, action_space)] * n_envs)
         self.ppo = policy.make_ppo(venv, cfg, normalize_obs, device, seed)
@@ -71,8 +79,14 @@ class Generator:
         obs_t, _ = self.policy.obs_to_tensor(obs)
         return self.policy.predict_values(obs_t).flatten()
 
-    def update(self, frag: Fragment, rewards: np.ndarray, progress_remaining: float,
-               terminal_value: float = 0.0, train_policy: bool = True) -> dict[str, float]:
+    def update(
+        self,
+        frag: Fragment,
+        rewards: np.ndarray,
+        progress_remaining: float,
+        terminal_value: float = 0.0,
+        train_policy: bool = True,
+    ) -> dict[str, float]:
         """One PPO update on `frag` with `rewards` (T, E) (the discriminator's, not the env's).
 
         A terminated step's target gets `gamma * terminal_value` (an absorbing state's value; 0
@@ -121,8 +135,9 @@ class Generator:
         params = [*pol.mlp_extractor.policy_net.parameters(), *pol.action_net.parameters()]
         return params + ([pol.log_std] if isinstance(getattr(pol, "log_std", None), th.nn.Parameter) else [])
 
-    def bc_steps(self, obs: np.ndarray, acts: np.ndarray, steps: int, batch_size: int, lr: float,
-                 rng: np.random.Generator) -> list[float]:
+    def bc_steps(
+        self, obs: np.ndarray, acts: np.ndarray, steps: int, batch_size: int, lr: float, rng: np.random.Generator
+    ) -> list[float]:
         """`steps` Adam steps fitting the policy to (obs, acts) on random minibatches: its Gaussian mean
         by squared error (actions clipped to the bounds, as the env saw them) or its logits by
         cross-entropy. The optimizer (over the actor's layers, not its log std) persists across calls."""
@@ -131,8 +146,11 @@ class Generator:
         for group in opt.param_groups:
             group["lr"] = lr
         if self._bc_data is None or self._bc_data[0] is not obs:  # on the device once per demo set
-            self._bc_data = (obs, th.as_tensor(np.array(obs), device=self.device),
-                             th.as_tensor(policy.env_action(space, np.array(acts)), device=self.device))
+            self._bc_data = (
+                obs,
+                th.as_tensor(np.array(obs), device=self.device),
+                th.as_tensor(policy.env_action(space, np.array(acts)), device=self.device),
+            )
         _, obs_t, target = self._bc_data
         losses = []
         pol.set_training_mode(True)
@@ -158,23 +176,40 @@ class Generator:
             self._bc_opt = th.optim.Adam(params)  # bc_steps sets the learning rate of every call
         return self._bc_opt
 
-    def behaviour_clone(self, obs: np.ndarray, acts: np.ndarray, epochs: int, batch_size: int, lr: float,
-                        rng: np.random.Generator, log_std: float | None = None) -> dict[str, float]:
+    def behaviour_clone(
+        self,
+        obs: np.ndarray,
+        acts: np.ndarray,
+        epochs: int,
+        batch_size: int,
+        lr: float,
+        rng: np.random.Generator,
+        log_std: float | None = None,
+    ) -> dict[str, float]:
         """BC warm start: `epochs` passes' worth of `bc_steps`, then log std set to `log_std`."""
         losses = self.bc_steps(obs, acts, epochs * -(-len(obs) // batch_size), batch_size, lr, rng)
         pol = self.policy
         if log_std is not None and isinstance(getattr(pol, "log_std", None), th.nn.Parameter):
             with th.no_grad():
                 pol.log_std.fill_(log_std)
-        return {"bc/loss_first": float(losses[0]) if losses else 0.0, "bc/loss_last": float(np.mean(losses[-10:])) if losses else 0.0}
+        return {
+            "bc/loss_first": float(losses[0]) if losses else 0.0,
+            "bc/loss_last": float(np.mean(losses[-10:])) if losses else 0.0,
+        }
 
     def state_dict(self) -> dict[str, Any]:
-        return {"policy": self.policy.state_dict(), "optimizer": self.policy.optimizer.state_dict(),
-                "n_updates": self.ppo._n_updates, "bc_optimizer": None if self._bc_opt is None else self._bc_opt.state_dict()}
+        return {
+            "policy": self.policy.state_dict(),
+            "optimizer": self.policy.optimizer.state_dict(),
+            "n_updates": self.ppo._n_updates,
+            "bc_optimizer": None if self._bc_opt is None else self._bc_opt.state_dict(),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.policy.load_state_dict(state["policy"])
-        self.policy.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))  # torch shares, not copies, its tensors
+        self.policy.optimizer.load_state_dict(
+            copy.deepcopy(state["optimizer"])
+        )  # torch shares, not copies, its tensors
         self.ppo._n_updates = int(state["n_updates"])
         if state.get("bc_optimizer") is not None:
             self._bc_optimizer().load_state_dict(copy.deepcopy(state["bc_optimizer"]))

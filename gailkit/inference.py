@@ -1,9 +1,9 @@
 """`OnnxPolicy`: run an exported policy with onnxruntime and numpy alone (no torch import).
 
-    from gailkit.inference import OnnxPolicy
-    pi = OnnxPolicy("exports/cartpole.onnx")
-    action = pi.predict(obs)            # one observation -> one action
-    actions = pi.predict(batch)         # (N, *obs_shape) -> (N, *act_shape)
+from gailkit.inference import OnnxPolicy
+pi = OnnxPolicy("exports/cartpole.onnx")
+action = pi.predict(obs)            # one observation -> one action
+actions = pi.predict(batch)         # (N, *obs_shape) -> (N, *act_shape)
 """
 
 from __future__ import annotations
@@ -66,20 +66,25 @@ class OnnxPolicy:
         inputs = [i.name for i in self.session.get_inputs()]
         self.outputs = [o.name for o in self.session.get_outputs()]
         if inputs != ["obs"] or "action" not in self.outputs:
-            raise InferenceError(f"{path}: takes {inputs} and gives {self.outputs}; a gailkit policy takes ['obs'] "
-                                 "and gives 'action'")
+            raise InferenceError(
+                f"{path}: takes {inputs} and gives {self.outputs}; a gailkit policy takes ['obs'] and gives 'action'"
+            )
 
     def _batch(self, obs: Any) -> tuple[np.ndarray, bool]:
         arr = np.asarray(obs)
         if arr.dtype.kind not in "fiu":
-            raise InferenceError(f"observation dtype {arr.dtype} is not numeric; expected {self.obs_dtype} "
-                                 f"of shape {self.obs_shape} or (N, {', '.join(map(str, self.obs_shape))})")
+            raise InferenceError(
+                f"observation dtype {arr.dtype} is not numeric; expected {self.obs_dtype} "
+                f"of shape {self.obs_shape} or (N, {', '.join(map(str, self.obs_shape))})"
+            )
         if arr.shape == self.obs_shape:
             return arr.astype(self.obs_dtype, copy=False)[None], True
         if arr.shape[1:] == self.obs_shape and arr.ndim == len(self.obs_shape) + 1:
             return arr.astype(self.obs_dtype, copy=False), False
-        raise InferenceError(f"observation of shape {arr.shape}; expected {self.obs_shape} or (N, "
-                             f"{', '.join(map(str, self.obs_shape))}) ({self.obs_dtype}) for {self.env_id}")
+        raise InferenceError(
+            f"observation of shape {arr.shape}; expected {self.obs_shape} or (N, "
+            f"{', '.join(map(str, self.obs_shape))}) ({self.obs_dtype}) for {self.env_id}"
+        )
 
     def run(self, obs: Any) -> dict[str, np.ndarray]:
         """Every output of the graph (`action`, and `value`/`log_prob` when exported) for `obs`."""
@@ -87,7 +92,9 @@ class OnnxPolicy:
         try:
             out = dict(zip(self.outputs, self.session.run(None, {"obs": np.ascontiguousarray(batch)})))
         except Exception as e:  # noqa: BLE001 - onnxruntime raises its own types for graphs that do not run
-            raise InferenceError(f"{self.path}: the graph failed on an observation ({str(e).splitlines()[0][:200]})") from None
+            raise InferenceError(
+                f"{self.path}: the graph failed on an observation ({str(e).splitlines()[0][:200]})"
+            ) from None
         _check_actions(out["action"], len(batch), self.action_space, self.path)
         return {k: v[0] for k, v in out.items()} if single else out
 
@@ -115,8 +122,11 @@ def _space(d: Any) -> dict[str, Any]:
     elif d["type"] == "MultiBinary" and "shape" not in d:
         out["shape"], out["dtype"] = [d.get("n")], "int8"
     shape = out.get("shape", [])
-    if not isinstance(shape, list) or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 20 for v in shape) \
-            or int(np.prod(shape, dtype=np.float64)) > 1 << 28:
+    if (
+        not isinstance(shape, list)
+        or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 20 for v in shape)
+        or int(np.prod(shape, dtype=np.float64)) > 1 << 28
+    ):
         raise ValueError(f"shape {shape!r}")
     dtype = np.dtype(str(out.get("dtype", "float32")))
     if dtype.kind not in "fiub":
@@ -128,8 +138,17 @@ def _space(d: Any) -> dict[str, Any]:
 def _check_actions(actions: Any, n: int, space: dict[str, Any], path: Path) -> None:
     """What the graph returned fits the action space: one finite action per observation, of its shape (and range)."""
     arr = np.asarray(actions)
-    if arr.dtype.kind not in "fiub" or arr.shape != (n, *space["shape"]) or (arr.dtype.kind == "f" and not np.isfinite(arr).all()):
-        raise InferenceError(f"{path}: the graph returned actions of shape {arr.shape} ({arr.dtype}); the action space "
-                             f"{space['type']} needs ({n}, {', '.join(map(str, space['shape']))}), finite")
-    if space["type"] == "Discrete" and not ((arr >= space.get("start", 0)) & (arr < space.get("start", 0) + space["n"])).all():
+    if (
+        arr.dtype.kind not in "fiub"
+        or arr.shape != (n, *space["shape"])
+        or (arr.dtype.kind == "f" and not np.isfinite(arr).all())
+    ):
+        raise InferenceError(
+            f"{path}: the graph returned actions of shape {arr.shape} ({arr.dtype}); the action space "
+            f"{space['type']} needs ({n}, {', '.join(map(str, space['shape']))}), finite"
+        )
+    if (
+        space["type"] == "Discrete"
+        and not ((arr >= space.get("start", 0)) & (arr < space.get("start", 0) + space["n"])).all()
+    ):
         raise InferenceError(f"{path}: the graph returned an action outside Discrete({space['n']})")

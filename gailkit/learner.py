@@ -54,14 +54,18 @@ def absorbing_rows(disc: Discriminator, n: int) -> th.Tensor:
     shape = disc.features.observation_space.shape or ()
     zeros = np.zeros((n, *shape), np.float32)
     act_space = disc.features.action_space
-    acts = np.zeros((n, *(act_space.shape or ())), act_space.dtype) if isinstance(act_space, gym.spaces.Box) \
+    acts = (
+        np.zeros((n, *(act_space.shape or ())), act_space.dtype)
+        if isinstance(act_space, gym.spaces.Box)
         else np.full(n, getattr(act_space, "start", 0), np.int64)
+    )
     flags = np.ones(n, bool)
     return disc.preprocess(zeros, acts, zeros, flags, flags)
 
 
-def expert_data(disc: Discriminator, obs: np.ndarray, acts: np.ndarray | None, next_obs: np.ndarray,
-                terminated: np.ndarray) -> ExpertData:
+def expert_data(
+    disc: Discriminator, obs: np.ndarray, acts: np.ndarray | None, next_obs: np.ndarray, terminated: np.ndarray
+) -> ExpertData:
     env_acts = None if acts is None else policy.env_action(disc.features.action_space, acts)
     terminated = np.asarray(terminated, bool)
     x = disc.preprocess(obs, env_acts, next_obs, None, terminated if disc.cfg.absorbing else None)
@@ -71,8 +75,14 @@ def expert_data(disc: Discriminator, obs: np.ndarray, acts: np.ndarray | None, n
 
 
 class Learner:
-    def __init__(self, cfg: TrainConfig, generator: Generator, discriminator: Discriminator,
-                 expert: ExpertData, rng: np.random.Generator):
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        generator: Generator,
+        discriminator: Discriminator,
+        expert: ExpertData,
+        rng: np.random.Generator,
+    ):
         n_demos = 0 if expert.acts is None else len(expert.acts)
         cfg = dataclasses.replace(cfg, bc=cfg.bc.resolve(n_demos, cfg.total_steps))  # auto (-1) settings, once
         self.cfg, self.generator, self.disc, self.expert, self.rng = cfg, generator, discriminator, expert, rng
@@ -84,8 +94,10 @@ class Learner:
         w = policy.get_weights(self.generator.policy, self.version)
         bad = [k for k, v in w.tensors.items() if v.dtype.kind == "f" and not np.isfinite(v).all()]
         if bad:
-            raise TrainingDiverged(f"round {self.version}: the policy's weights hold NaN or inf ({bad[0]}); "
-                                   "lower ppo.learning_rate or raise ppo.batch_size, and resume from a checkpoint")
+            raise TrainingDiverged(
+                f"round {self.version}: the policy's weights hold NaN or inf ({bad[0]}); "
+                "lower ppo.learning_rate or raise ppo.batch_size, and resume from a checkpoint"
+            )
         return w
 
     def round(self, frags: list[Fragment]) -> dict[str, float]:
@@ -93,7 +105,9 @@ class Learner:
         lag = self.cfg.fleet.max_policy_lag
         stale = [f.policy_version for f in frags if not self.version - lag <= f.policy_version <= self.version]
         if stale:
-            raise ValueError(f"fragments of versions {stale} given to learner at version {self.version} (max lag {lag})")
+            raise ValueError(
+                f"fragments of versions {stale} given to learner at version {self.version} (max lag {lag})"
+            )
         frag = fragments_mod.stack(frags)
         t, e = frag.n_steps, frag.n_envs
         stats: dict[str, float] = {"actors/policy_lag": float(self.version - min(f.policy_version for f in frags))}
@@ -103,7 +117,9 @@ class Learner:
         acts = policy.env_action(self.generator.policy.action_space, flat(frag.acts))
         absorbing = self.disc.cfg.absorbing
         terminated = flat(frag.terminated)
-        gen_inputs = self.disc.preprocess(flat(frag.obs), acts, flat(frag.next_obs), None, terminated if absorbing else None)
+        gen_inputs = self.disc.preprocess(
+            flat(frag.obs), acts, flat(frag.next_obs), None, terminated if absorbing else None
+        )
         rewards = self.disc.reward(gen_inputs)
         terminal_value = 0.0
         if absorbing:
@@ -119,13 +135,21 @@ class Learner:
         start = time.perf_counter()
         progress = max(0.0, 1.0 - self.env_steps / max(1, self.cfg.total_steps))
         train_policy = self.version >= self.cfg.bc.critic_warmup_rounds
-        stats.update(self.generator.update(frag, rewards.cpu().numpy().reshape(t, e), progress, terminal_value, train_policy))
+        stats.update(
+            self.generator.update(frag, rewards.cpu().numpy().reshape(t, e), progress, terminal_value, train_policy)
+        )
         bc = self.cfg.bc
         if bc.steps_per_round and self.expert.acts is not None and train_policy:
             decay = 1.0 if not bc.anneal_steps else max(0.0, 1.0 - self.env_steps / bc.anneal_steps)
             if decay > 0:
-                losses = self.generator.bc_steps(self.expert.obs, self.expert.acts, bc.steps_per_round, bc.batch_size,
-                                                 bc.learning_rate * decay, self.rng)
+                losses = self.generator.bc_steps(
+                    self.expert.obs,
+                    self.expert.acts,
+                    bc.steps_per_round,
+                    bc.batch_size,
+                    bc.learning_rate * decay,
+                    self.rng,
+                )
                 stats["bc/loss"] = float(np.mean(losses))
         # Normalizer statistics move after the update, so this round's PPO ratio used the
         # normalization the actors used; the new statistics ship with version v + 1.
@@ -148,25 +172,33 @@ class Learner:
         bc = self.cfg.bc
         if not bc.epochs or self.expert.acts is None:
             return {}
-        return self.generator.behaviour_clone(self.expert.obs, self.expert.acts, bc.epochs, bc.batch_size,
-                                              bc.learning_rate, self.rng, bc.log_std)
+        return self.generator.behaviour_clone(
+            self.expert.obs, self.expert.acts, bc.epochs, bc.batch_size, bc.learning_rate, self.rng, bc.log_std
+        )
 
     def _train_discriminator(self, gen_inputs: th.Tensor) -> dict[str, float]:
         d = self.disc.cfg
         pool = th.cat([*self.replay, gen_inputs]) if self.replay else gen_inputs
         out: list[dict[str, float]] = []
         for _ in range(d.n_disc_updates_per_round):
-            exp_idx = th.as_tensor(self.rng.integers(0, len(self.expert.inputs), d.demo_batch_size), device=self.disc.device)
+            exp_idx = th.as_tensor(
+                self.rng.integers(0, len(self.expert.inputs), d.demo_batch_size), device=self.disc.device
+            )
             gen_idx = th.as_tensor(self.rng.integers(0, len(pool), d.demo_batch_size), device=self.disc.device)
             out.append(self.disc.train_step(self.expert.inputs[exp_idx], pool[gen_idx]))
         if d.replay_rounds:
-            self.replay = [*self.replay, gen_inputs][-d.replay_rounds:]
+            self.replay = [*self.replay, gen_inputs][-d.replay_rounds :]
         return {key: float(np.mean([s[key] for s in out])) for key in (out[0] if out else {})}
 
     def state_dict(self) -> dict[str, Any]:
-        return {"generator": self.generator.state_dict(), "discriminator": self.disc.state_dict(),
-                "version": self.version, "env_steps": self.env_steps, "rng": self.rng.bit_generator.state,
-                "replay": [x.cpu() for x in self.replay]}
+        return {
+            "generator": self.generator.state_dict(),
+            "discriminator": self.disc.state_dict(),
+            "version": self.version,
+            "env_steps": self.env_steps,
+            "rng": self.rng.bit_generator.state,
+            "replay": [x.cpu() for x in self.replay],
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.generator.load_state_dict(state["generator"])

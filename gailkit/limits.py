@@ -43,11 +43,14 @@ def check_size(declared: int, stored: int | None, what: str, budget: int | None 
     """Refuse `declared` bytes over the budget, or inflating more than `MAX_RATIO` times `stored`."""
     budget = memory_budget() if budget is None else budget
     if declared > budget:
-        raise InputError(f"{what}: declares {declared:,} bytes, over the memory budget of {budget:,} "
-                         "(GAILKIT_MEMORY_BUDGET)")
+        raise InputError(
+            f"{what}: declares {declared:,} bytes, over the memory budget of {budget:,} (GAILKIT_MEMORY_BUDGET)"
+        )
     if stored is not None and declared > RATIO_FLOOR and declared > MAX_RATIO * max(stored, 1):
-        raise InputError(f"{what}: {stored:,} stored bytes would inflate to {declared:,} "
-                         f"(over {MAX_RATIO}:1): refused as a compression bomb")
+        raise InputError(
+            f"{what}: {stored:,} stored bytes would inflate to {declared:,} "
+            f"(over {MAX_RATIO}:1): refused as a compression bomb"
+        )
 
 
 def fixed_width(arrow_type: Any) -> float | None:
@@ -120,7 +123,9 @@ def _batch_bytes(meta: Any, body: Any, what: str) -> int:
     total, stored = 0, 0
     for offset, length in _structs(meta, batch, 2):
         if offset < 0 or length < 0 or offset + length > len(body):
-            raise InputError(f"{what}: a buffer of {length} bytes at {offset} lies outside its {len(body)}-byte message")
+            raise InputError(
+                f"{what}: a buffer of {length} bytes at {offset} lies outside its {len(body)}-byte message"
+            )
         stored += length
         if compressed and length >= 8:
             raw = _u("<q", body, offset)

@@ -31,7 +31,9 @@ class MetricsLog:
     def __init__(self, path: Path, tensorboard: Path | None, keep_through_round: int | None = None):
         """Continue `path` keeping rows up to `keep_through_round` (resume), or start it empty."""
         self.path = path
-        self.rows = [r for r in read_rows(path) if keep_through_round is not None and int(r["round"]) <= keep_through_round]
+        self.rows = [
+            r for r in read_rows(path) if keep_through_round is not None and int(r["round"]) <= keep_through_round
+        ]
         self.columns = list(FIRST)
         for row in self.rows:
             self._add_columns(row)

@@ -53,8 +53,10 @@ class RunDir:
         """A new run needs a new or empty folder: an existing one is never written into, nor removed."""
         if self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
             what = "a run" if self.is_run() else "not empty"
-            raise ConfigError(f"--run-dir {self.path}: exists and is {what}; choose another folder"
-                              + (f" or continue it with --resume {self.path}" if self.is_run() else ""))
+            raise ConfigError(
+                f"--run-dir {self.path}: exists and is {what}; choose another folder"
+                + (f" or continue it with --resume {self.path}" if self.is_run() else "")
+            )
 
     def create(self, cfg: TrainConfig) -> None:
         self.check_new()
@@ -72,7 +74,9 @@ class RunDir:
                 shutil.rmtree(self.path, ignore_errors=True)
             else:
                 for child in self.path.iterdir():
-                    shutil.rmtree(child, ignore_errors=True) if child.is_dir() and not child.is_symlink() else child.unlink()
+                    shutil.rmtree(
+                        child, ignore_errors=True
+                    ) if child.is_dir() and not child.is_symlink() else child.unlink()
             self.created = self.was_empty = False
 
     def lock(self) -> None:
@@ -86,8 +90,10 @@ class RunDir:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise ConfigError(f"{self.path}: in use by another gailkit process (a run has one writer); wait for it "
-                              "to end, or stop it first") from None
+            raise ConfigError(
+                f"{self.path}: in use by another gailkit process (a run has one writer); wait for it "
+                "to end, or stop it first"
+            ) from None
         self._lock = fd
 
     def unlock(self) -> None:
@@ -97,11 +103,23 @@ class RunDir:
 
     def check_own(self) -> None:
         """Every folder and file gailkit writes or removes in the run is its own: no link leads out of it."""
-        for path in (self.config, self.metrics, self.tensorboard, self.checkpoints, self.plots, self.path / "best",
-                     self.path / "final", *self.round_checkpoints(), self.slot("best"), self.slot("final")):
+        for path in (
+            self.config,
+            self.metrics,
+            self.tensorboard,
+            self.checkpoints,
+            self.plots,
+            self.path / "best",
+            self.path / "final",
+            *self.round_checkpoints(),
+            self.slot("best"),
+            self.slot("final"),
+        ):
             if path.is_symlink():
-                raise ConfigError(f"{path}: a link; gailkit writes and removes only inside the run folder, never through "
-                                  "links (replace it with a plain file or folder)")
+                raise ConfigError(
+                    f"{path}: a link; gailkit writes and removes only inside the run folder, never through "
+                    "links (replace it with a plain file or folder)"
+                )
 
     def clean(self) -> list[Path]:
         """Remove temp files of atomic writes left by processes that are gone."""

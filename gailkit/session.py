@@ -29,6 +29,7 @@ from gailkit.generator import Generator
 from gailkit.learner import Learner, expert_data
 from gailkit.rundir import RunDir
 
+
 def resolve_device(name: str) -> th.device:
     if name == "auto":
         return th.device("cuda" if th.cuda.is_available() else "cpu")
@@ -46,10 +47,13 @@ def resolve_device(name: str) -> th.device:
 
 
 def _rng_state(rng: np.random.Generator | None = None) -> dict[str, Any]:
-    np_state = np.random.get_state()
-    return {"torch": th.get_rng_state(), "python": random.getstate(),
-            "numpy_global": [np_state[0], th.as_tensor(np_state[1].astype(np.int64)), *np_state[2:]],
-            "cuda": th.cuda.get_rng_state_all() if th.cuda.is_available() else []}
+    np_state: Any = np.random.get_state()  # the legacy tuple
+    return {
+        "torch": th.get_rng_state(),
+        "python": random.getstate(),
+        "numpy_global": [np_state[0], th.as_tensor(np_state[1].astype(np.int64)), *np_state[2:]],
+        "cuda": th.cuda.get_rng_state_all() if th.cuda.is_available() else [],
+    }
 
 
 def _set_rng_state(s: dict[str, Any]) -> None:
@@ -83,15 +87,28 @@ def _restore(learner: Learner, state: RunState, states, log: Callable[[str], Non
             return state
         except (KeyError, TypeError, ValueError, IndexError, RuntimeError, AttributeError) as e:
             why = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
-            log(f"gailkit: warning: skipped the checkpoint of round {state.round}: it does not fit this run's settings "
-                f"or holds bad values ({type(e).__name__}: {why})")
+            log(
+                f"gailkit: warning: skipped the checkpoint of round {state.round}: it does not fit this run's settings "
+                f"or holds bad values ({type(e).__name__}: {why})"
+            )
         state = next(states)[0]
 
 
 class Run:
-    def __init__(self, cfg: TrainConfig, run_dir: RunDir, learner: Learner, fleet: Fleet, spaces, reward_fn: str,
-                 references: References, expert_demos: demos.Demos, device: th.device,
-                 resume_from: RunState | None, log: Callable[[str], None]):
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        run_dir: RunDir,
+        learner: Learner,
+        fleet: Fleet,
+        spaces,
+        reward_fn: str,
+        references: References,
+        expert_demos: demos.Demos,
+        device: th.device,
+        resume_from: RunState | None,
+        log: Callable[[str], None],
+    ):
         self.cfg, self.dir, self.learner, self.fleet, self.spaces = cfg, run_dir, learner, fleet, spaces
         self.reward_fn, self.references, self.expert_demos, self.device = reward_fn, references, expert_demos, device
         self.resume_from, self.log = resume_from, log
@@ -102,8 +119,24 @@ class Run:
         self.started, self.t_start = False, time.perf_counter()
 
     @classmethod
-    def prepare(cls, cfg: TrainConfig, run_dir: RunDir, resume: bool = False, log: Callable[[str], None] = print,
-                allow_code: bool = True, interrupt: threading.Event | None = None) -> Run:
+    def prepare(cls, cfg: TrainConfig, run_dir: RunDir, *args: Any) -> Run:
+        """`_prepare`, and the run folder's lock released if that fails (see `_prepare` for the arguments)."""
+        try:
+            return cls._prepare(cfg, run_dir, *args)
+        except BaseException:
+            run_dir.unlock()
+            raise
+
+    @classmethod
+    def _prepare(
+        cls,
+        cfg: TrainConfig,
+        run_dir: RunDir,
+        resume: bool = False,
+        log: Callable[[str], None] = print,
+        allow_code: bool = True,
+        interrupt: threading.Event | None = None,
+    ) -> Run:
         cfg.check()
         device = resolve_device(cfg.device)
         if not resume:
@@ -116,7 +149,9 @@ class Run:
         expert_demos = demos.load(cfg.demos, env_id=cfg.env.id, spaces=spaces, unsafe_pickle=cfg.unsafe_pickle)
         if not expert_demos.has_actions:
             cfg = observation_only(cfg)
-        cfg = dataclasses.replace(cfg, bc=cfg.bc.resolve(len(expert_demos) if expert_demos.has_actions else 0, cfg.total_steps))
+        cfg = dataclasses.replace(
+            cfg, bc=cfg.bc.resolve(len(expert_demos) if expert_demos.has_actions else 0, cfg.total_steps)
+        )
         th.manual_seed(cfg.seed)
         np.random.seed(cfg.seed)
         random.seed(cfg.seed)
@@ -141,8 +176,15 @@ class Run:
     @staticmethod
     def _references(cfg: TrainConfig, spaces, expert_demos: demos.Demos, allow_code: bool) -> References:
         expert_return, source = demos.expert_reference(expert_demos)
-        return random_reference(cfg.env, spaces[1], max(RANDOM_EPISODES, cfg.eval_episodes), cfg.seed + 1_000_000,
-                                allow_code, expert_return, source)
+        return random_reference(
+            cfg.env,
+            spaces[1],
+            max(RANDOM_EPISODES, cfg.eval_episodes),
+            cfg.seed + 1_000_000,
+            allow_code,
+            expert_return,
+            source,
+        )
 
     def start(self) -> None:
         """Start the fleet, then create (or continue) the run directory and restore a resumed state."""
@@ -155,7 +197,9 @@ class Run:
             try:
                 self.fleet.load_state(self.resume_from.fleet)
             except (KeyError, TypeError, ValueError, IndexError) as e:
-                raise CheckpointError(f"the checkpoint's fleet state does not fit this run ({type(e).__name__}: {e})") from None
+                raise CheckpointError(
+                    f"the checkpoint's fleet state does not fit this run ({type(e).__name__}: {e})"
+                ) from None
             _set_rng_state(self.resume_from.rng)
         else:
             self.dir.create(self.cfg)
@@ -167,11 +211,18 @@ class Run:
         self.dir.unlock()
 
     def state(self) -> RunState:
-        return RunState(round=self.learner.version, env_steps=self.learner.env_steps, config=config.to_dict(self.cfg),
-                        spaces={"observation": demos.space_to_json(self.spaces[0]),
-                                "action": demos.space_to_json(self.spaces[1])},
-                        reward_fn=self.reward_fn, references=self.references, best=self.best,
-                        learner=self.learner.state_dict(), fleet=self.fleet.state(), rng=_rng_state())
+        return RunState(
+            round=self.learner.version,
+            env_steps=self.learner.env_steps,
+            config=config.to_dict(self.cfg),
+            spaces={"observation": demos.space_to_json(self.spaces[0]), "action": demos.space_to_json(self.spaces[1])},
+            reward_fn=self.reward_fn,
+            references=self.references,
+            best=self.best,
+            learner=self.learner.state_dict(),
+            fleet=self.fleet.state(),
+            rng=_rng_state(),
+        )
 
     def save(self, which: str = "round") -> Any:
         return self.dir.save(self.state(), which)
@@ -197,14 +248,19 @@ class Run:
         t0 = time.perf_counter()
         pol = self.learner.generator.policy
         pol.set_training_mode(False)
-        out = envs.run_episodes(policy.deterministic_actor(pol), self.cfg.env, self.cfg.eval_episodes,
-                                self.references.random_seed, self._expert_action)
+        out = envs.run_episodes(
+            policy.deterministic_actor(pol),
+            self.cfg.env,
+            self.cfg.eval_episodes,
+            self.references.random_seed,
+            self._expert_action,
+        )
         self.last_eval = {f"eval/{k}": v for k, v in out.items() if k in ("return_mean", "return_std", "action_error")}
         normalized = self.references.normalized(out["return_mean"])
         if normalized is not None:
             self.last_eval["eval/normalized"] = normalized
         stats.update(self.last_eval, **{"time/eval_s": time.perf_counter() - t0})
-        value = out.get("action_error") if self.best.metric == "action_error" else out["return_mean"]
+        value = float(out["action_error"] if self.best.metric == "action_error" else out["return_mean"])
         if not self.best.beaten_by(value):
             return True, False
         self.best.value, self.best.round = value, self.learner.version
@@ -212,11 +268,20 @@ class Run:
 
     def summary(self, interrupted: bool) -> dict[str, Any]:
         refs, learner = self.references, self.learner
-        return {"run_dir": str(self.dir), "rounds": learner.version, "env_steps": learner.env_steps,
-                "interrupted": interrupted, "expert_return": refs.expert_return, "expert_source": refs.expert_source,
-                "random_return": refs.random_return, "reward_fn": self.reward_fn,
-                "seconds": time.perf_counter() - self.t_start, "best": self.best.value, "best_round": self.best.round,
-                **{k.split("/")[1]: v for k, v in self.last_eval.items()}}
+        return {
+            "run_dir": str(self.dir),
+            "rounds": learner.version,
+            "env_steps": learner.env_steps,
+            "interrupted": interrupted,
+            "expert_return": refs.expert_return,
+            "expert_source": refs.expert_source,
+            "random_return": refs.random_return,
+            "reward_fn": self.reward_fn,
+            "seconds": time.perf_counter() - self.t_start,
+            "best": self.best.value,
+            "best_round": self.best.round,
+            **{k.split("/")[1]: v for k, v in self.last_eval.items()},
+        }
 
     @property
     def target_steps(self) -> int:

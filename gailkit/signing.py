@@ -50,14 +50,18 @@ def _key() -> bytes:
     with os.fdopen(fd, "rb") as f:
         info = os.fstat(f.fileno())
         if not stat.S_ISREG(info.st_mode) or info.st_mode & 0o077:
-            raise SignatureError(f"{path}: the signing key must be a plain file readable by you alone (chmod 600 {path})")
+            raise SignatureError(
+                f"{path}: the signing key must be a plain file readable by you alone (chmod 600 {path})"
+            )
         text = f.read(65)
     try:
         key = bytes.fromhex(text.decode().strip())
     except ValueError:
         key = b""
     if len(key) != 32:
-        raise SignatureError(f"{path}: not a gailkit signing key (remove it to make a new one; older signatures then fail)")
+        raise SignatureError(
+            f"{path}: not a gailkit signing key (remove it to make a new one; older signatures then fail)"
+        )
     return key
 
 
@@ -69,7 +73,9 @@ def _files(folder: Path) -> dict[str, Path]:
             path = Path(dirpath) / name
             mode = os.lstat(path).st_mode
             if stat.S_ISLNK(mode) or not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
-                raise SignatureError(f"{path}: a link or special file inside {folder}; gailkit never signs or reads those")
+                raise SignatureError(
+                    f"{path}: a link or special file inside {folder}; gailkit never signs or reads those"
+                )
             if stat.S_ISREG(mode):
                 out[path.relative_to(folder).as_posix()] = path
     return out
@@ -106,8 +112,10 @@ def verify(folder: str | Path, signature: str | Path) -> None:
         if doc.get("version") != VERSION or not isinstance(files, dict) or not isinstance(mac, str):
             raise ValueError("unknown layout")
     except FileNotFoundError:
-        raise SignatureError(f"{signature}: missing; {folder} was never signed by gailkit (a search killed before it "
-                             "could sign its state cannot be resumed: start a new one)") from None
+        raise SignatureError(
+            f"{signature}: missing; {folder} was never signed by gailkit (a search killed before it "
+            "could sign its state cannot be resumed: start a new one)"
+        ) from None
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
         raise SignatureError(f"{signature}: not a gailkit signature ({e})") from None
     key = _key()

@@ -23,8 +23,9 @@ from gailkit.rundir import RunDir
 from gailkit.session import Run
 
 
-def train_config(env_id: str | None, demos_path: str | None, config_file: str | None, overrides: list[str],
-                 preset: str | None = None) -> TrainConfig:
+def train_config(
+    env_id: str | None, demos_path: str | None, config_file: str | None, overrides: list[str], preset: str | None = None
+) -> TrainConfig:
     """Defaults, then the env's `experts/*.gail.yaml`, then a preset, then `config_file`, then flags and `--set`.
 
     Files never open a door (`config.DOORS`: only flags and `--set` do)."""
@@ -48,18 +49,19 @@ def train_config(env_id: str | None, demos_path: str | None, config_file: str | 
     return config.build(TrainConfig, layers, overrides)
 
 
-def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, quiet: bool = False,
-          log: Callable[[str], None] = print, allow_code: bool = True,
-          callbacks: Sequence[Callback] = ()) -> dict[str, Any]:
+def train(
+    cfg: TrainConfig,
+    run_dir: str | Path,
+    resume: bool = False,
+    quiet: bool = False,
+    log: Callable[[str], None] = print,
+    allow_code: bool = True,
+    callbacks: Sequence[Callback] = (),
+) -> dict[str, Any]:
     """Train GAIL per `cfg` into `run_dir`; with `resume`, continue from its newest usable checkpoint.
     `callbacks` run after the built-in ones (`callbacks.built_in`: checkpoints, best, metrics, progress)."""
     stop = StopSignals()
-    folder = RunDir(run_dir)
-    try:
-        run = Run.prepare(cfg, folder, resume, log, allow_code, stop.event)
-    except BaseException:
-        folder.unlock()
-        raise
+    run = Run.prepare(cfg, RunDir(run_dir), resume, log, allow_code, stop.event)
     cbs = CallbackList([*built_in(quiet, log), *callbacks])
     interrupted = False
     with stop:
@@ -83,7 +85,9 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, quiet: bo
             log(f"interrupted at round {run.learner.version}: saving a checkpoint")
         except FleetError as e:
             if resume or run.learner.version:
-                raise FleetError(f"{e}; checkpoint {run.save()} saved, continue with gailkit train --resume {run_dir}") from None
+                raise FleetError(
+                    f"{e}; checkpoint {run.save()} saved, continue with gailkit train --resume {run_dir}"
+                ) from None
             run.dir.remove()
             raise
         except BaseException:

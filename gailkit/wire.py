@@ -105,11 +105,18 @@ _STEP_FIELDS = ("obs", "acts", "next_obs", "terminated", "truncated", "log_probs
 
 def encode_fragment(f: Fragment) -> bytes:
     t, e = f.n_steps, f.n_envs
-    cols = {name: arrow_tensors.to_arrow(np.asarray(getattr(f, name)).reshape(t * e, *getattr(f, name).shape[2:]))
-            for name in _STEP_FIELDS}
-    meta = {"n_steps": t, "n_envs": e, "first_starts": f.first_starts.tolist(),
-            "episode_returns": f.episode_returns.tolist(), "episode_lengths": f.episode_lengths.tolist(),
-            "sample_seconds": f.sample_seconds}
+    cols = {
+        name: arrow_tensors.to_arrow(np.asarray(getattr(f, name)).reshape(t * e, *getattr(f, name).shape[2:]))
+        for name in _STEP_FIELDS
+    }
+    meta = {
+        "n_steps": t,
+        "n_envs": e,
+        "first_starts": f.first_starts.tolist(),
+        "episode_returns": f.episode_returns.tolist(),
+        "episode_lengths": f.episode_lengths.tolist(),
+        "sample_seconds": f.sample_seconds,
+    }
     batch = pa.record_batch(list(cols.values()), names=list(cols))
     return _ipc(batch.replace_schema_metadata({b"gailkit": json.dumps(meta).encode()}))
 
@@ -124,10 +131,12 @@ def decode_fragment(header: Header, body: bytes) -> Fragment:
             raise ValueError(f"{batch.num_rows} rows for {t} x {e}")
         arrays = {k: v.reshape(t, e, *v.shape[1:]) for k, v in arrays.items()}
         return Fragment(
-            **arrays, first_starts=np.asarray(meta["first_starts"], bool),
+            **arrays,
+            first_starts=np.asarray(meta["first_starts"], bool),
             episode_returns=np.asarray(meta["episode_returns"], np.float64),
             episode_lengths=np.asarray(meta["episode_lengths"], np.int64),
-            actor_id=header.actor_id, policy_version=header.policy_version,
+            actor_id=header.actor_id,
+            policy_version=header.policy_version,
             sample_seconds=float(meta.get("sample_seconds", 0.0)),
         )
     except Exception as e:  # noqa: BLE001 - any failure to parse a peer's bytes is a malformed message
@@ -152,13 +161,18 @@ def decode_work(header: Header, body: bytes) -> tuple[Weights, int]:
 
 def encode_weights(w: Weights, meta: dict[str, Any] | None = None) -> bytes:
     names = list(w.tensors)
-    arrays = [np.array(w.tensors[n], order="C", copy=True) for n in names]  # ascontiguousarray would make 0-d arrays 1-d
-    batch = pa.record_batch([
-        pa.array(names, pa.string()),
-        pa.array([str(a.dtype) for a in arrays], pa.string()),
-        pa.array([list(a.shape) for a in arrays], pa.list_(pa.int64())),
-        pa.array([a.tobytes() for a in arrays], pa.large_binary()),
-    ], names=["name", "dtype", "shape", "data"])
+    arrays = [
+        np.array(w.tensors[n], order="C", copy=True) for n in names
+    ]  # ascontiguousarray would make 0-d arrays 1-d
+    batch = pa.record_batch(
+        [
+            pa.array(names, pa.string()),
+            pa.array([str(a.dtype) for a in arrays], pa.string()),
+            pa.array([list(a.shape) for a in arrays], pa.list_(pa.int64())),
+            pa.array([a.tobytes() for a in arrays], pa.large_binary()),
+        ],
+        names=["name", "dtype", "shape", "data"],
+    )
     if meta:
         batch = batch.replace_schema_metadata({b"gailkit": json.dumps(meta).encode()})
     return _ipc(batch)

@@ -31,8 +31,16 @@ def cartpole_demos():
     return experts.record(lambda obs: int(rng.integers(2)), "CartPole-v1", episodes=3, seed=0, source="random")
 
 
-def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None
+) -> subprocess.CompletedProcess:
     """Run `gailkit ARGS` in a fresh interpreter, as a user would (`env`: extra environment variables)."""
     env = dict(os.environ, PYTHONWARNINGS="ignore::DeprecationWarning", **(env or {}))
-    return subprocess.run([sys.executable, "-m", "gailkit.cli", *args], cwd=cwd or ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "gailkit.cli", *args],
+        cwd=cwd or ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

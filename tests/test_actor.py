@@ -38,13 +38,16 @@ def test_weights_apply_only_if_newer():
     assert a.version == 2
 
 
-@pytest.mark.parametrize("spoil, message", [
-    (lambda t: t.pop(next(iter(t))), "weights for another network"),
-    (lambda t: t.update({"extra": np.zeros(3, np.float32)}), "weights for another network"),
-    (lambda t: t.update({k: np.zeros((1, 1), np.float32) for k in list(t)[-1:]}), "expected"),
-    (lambda t: t.update({k: np.full(v.shape, np.nan, v.dtype) for k, v in list(t.items())[-1:]}), "NaN or inf"),
-    (lambda t: t.update({k: v.astype(np.float64) for k, v in list(t.items())[-1:]}), "expected"),
-])
+@pytest.mark.parametrize(
+    "spoil, message",
+    [
+        (lambda t: t.pop(next(iter(t))), "weights for another network"),
+        (lambda t: t.update({"extra": np.zeros(3, np.float32)}), "weights for another network"),
+        (lambda t: t.update({k: np.zeros((1, 1), np.float32) for k in list(t)[-1:]}), "expected"),
+        (lambda t: t.update({k: np.full(v.shape, np.nan, v.dtype) for k, v in list(t.items())[-1:]}), "NaN or inf"),
+        (lambda t: t.update({k: v.astype(np.float64) for k, v in list(t.items())[-1:]}), "expected"),
+    ],
+)
 def test_bad_weights_are_refused_and_change_nothing(spoil, message):
     import dataclasses
 

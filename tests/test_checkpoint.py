@@ -11,12 +11,21 @@ from gailkit.checkpoint import Best, CheckpointError, References, RunState
 
 
 def _state(round_=3) -> RunState:
-    return RunState(round=round_, env_steps=round_ * 64, config={"env": {"id": "CartPole-v1", "kwargs": {}}},
-                    spaces={"observation": {"type": "Box", "shape": [4], "dtype": "float32", "low": "-inf", "high": "inf"},
-                            "action": {"type": "Discrete", "n": 2, "start": 0}},
-                    reward_fn="gail", references=References(500.0, "expert policy", 22.0, 20, 1_000_000),
-                    best=Best("return", 410.0, 2), learner={"w": th.arange(3.0), "version": round_},
-                    fleet={"actors": []}, rng={"torch": th.get_rng_state()})
+    return RunState(
+        round=round_,
+        env_steps=round_ * 64,
+        config={"env": {"id": "CartPole-v1", "kwargs": {}}},
+        spaces={
+            "observation": {"type": "Box", "shape": [4], "dtype": "float32", "low": "-inf", "high": "inf"},
+            "action": {"type": "Discrete", "n": 2, "start": 0},
+        },
+        reward_fn="gail",
+        references=References(500.0, "expert policy", 22.0, 20, 1_000_000),
+        best=Best("return", 410.0, 2),
+        learner={"w": th.arange(3.0), "version": round_},
+        fleet={"actors": []},
+        rng={"torch": th.get_rng_state()},
+    )
 
 
 def test_round_trip(tmp_path):
@@ -33,21 +42,31 @@ def test_action_error_best_is_lower_is_better():
     assert References(None, "unknown", 0.0, 20, 0).normalized(5.0) is None
 
 
-@pytest.mark.parametrize("spoil, message", [
-    (lambda p: p.write_bytes(p.read_bytes()[:200]), "truncated or corrupt"),
-    (lambda p: p.write_bytes(b"not a torch file at all"), "not a readable gailkit checkpoint"),
-    (lambda p: th.save({"format": 1, "round": 3}, p), "not a gailkit checkpoint of format 2 \\(found 1\\)"),
-    (lambda p: th.save([1, 2, 3], p), "not a gailkit checkpoint of format 2"),
-    (lambda p: th.save({**_dict(), "round": "3"}, p), "field 'round' is missing or not a int"),
-    (lambda p: th.save({**_dict(), "references": {"oops": 1}}, p), "malformed 'references'"),
-    (lambda p: th.save({**_dict(), "references": {**_dict()["references"], "random_return": float("nan")}}, p),
-     "returns must be finite numbers"),
-    (lambda p: th.save({**_dict(), "references": {**_dict()["references"], "expert_return": "high"}}, p),
-     "malformed 'references'"),
-    (lambda p: th.save({**_dict(), "round": -4}, p), "counters round -4"),
-    (lambda p: th.save({**_dict(), "best": {"metric": "rm -rf", "value": 1.0, "round": 0}}, p), "malformed 'best'"),
-    (lambda p: th.save({**_dict(), "best": {"metric": "return", "value": float("inf"), "round": 0}}, p), "malformed 'best'"),
-])
+@pytest.mark.parametrize(
+    "spoil, message",
+    [
+        (lambda p: p.write_bytes(p.read_bytes()[:200]), "truncated or corrupt"),
+        (lambda p: p.write_bytes(b"not a torch file at all"), "not a readable gailkit checkpoint"),
+        (lambda p: th.save({"format": 1, "round": 3}, p), "not a gailkit checkpoint of format 2 \\(found 1\\)"),
+        (lambda p: th.save([1, 2, 3], p), "not a gailkit checkpoint of format 2"),
+        (lambda p: th.save({**_dict(), "round": "3"}, p), "field 'round' is missing or not a int"),
+        (lambda p: th.save({**_dict(), "references": {"oops": 1}}, p), "malformed 'references'"),
+        (
+            lambda p: th.save({**_dict(), "references": {**_dict()["references"], "random_return": float("nan")}}, p),
+            "returns must be finite numbers",
+        ),
+        (
+            lambda p: th.save({**_dict(), "references": {**_dict()["references"], "expert_return": "high"}}, p),
+            "malformed 'references'",
+        ),
+        (lambda p: th.save({**_dict(), "round": -4}, p), "counters round -4"),
+        (lambda p: th.save({**_dict(), "best": {"metric": "rm -rf", "value": 1.0, "round": 0}}, p), "malformed 'best'"),
+        (
+            lambda p: th.save({**_dict(), "best": {"metric": "return", "value": float("inf"), "round": 0}}, p),
+            "malformed 'best'",
+        ),
+    ],
+)
 def test_bad_checkpoints_are_one_line_without_torchs_unsafe_advice(tmp_path, spoil, message):
     path = checkpoint.save(tmp_path / "c.pt", _state())
     spoil(path)
@@ -125,7 +144,11 @@ def test_metrics_log_appends_grows_columns_atomically_and_resumes(tmp_path):
     log.write({"round": 3, "env_steps": 192, "disc/loss": 0.3})
     log.close()
     rows = list(csv.DictReader(open(path)))
-    assert [r["round"] for r in rows] == ["1", "2", "3"] and rows[1]["eval/return_mean"] == "10" and rows[0]["eval/return_mean"] == ""
+    assert (
+        [r["round"] for r in rows] == ["1", "2", "3"]
+        and rows[1]["eval/return_mean"] == "10"
+        and rows[0]["eval/return_mean"] == ""
+    )
     with open(path, "a") as f:
         f.write("4,256,0.2")  # a row cut short by a kill
     assert [r["round"] for r in metrics.read_rows(path)] == ["1", "2", "3"]
@@ -142,7 +165,9 @@ def test_load_parses_settings_and_spaces_once(tmp_path):
 
     back = checkpoint.load(checkpoint.save(tmp_path / "c.pt", _state()))
     assert isinstance(back.settings, TrainConfig) and back.settings.env.id == "CartPole-v1"
-    assert back.observation_space == gym.spaces.Box(-float("inf"), float("inf"), (4,)) and back.action_space == gym.spaces.Discrete(2)
+    assert back.observation_space == gym.spaces.Box(
+        -float("inf"), float("inf"), (4,)
+    ) and back.action_space == gym.spaces.Discrete(2)
     th.save({**_dict(), "config": {"ppo": {"net_arch": "wide"}}}, tmp_path / "c.pt")
     with pytest.raises(CheckpointError, match="its settings or spaces cannot be read"):
         checkpoint.load(tmp_path / "c.pt")

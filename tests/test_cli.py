@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, run_cli
 
 
@@ -24,7 +23,9 @@ def test_record_inspect_convert(tmp_path):
 
     r = run_cli("demos", "convert", str(out), str(tmp_path / "custom.parquet"))
     assert r.returncode == 0, r.stderr
-    r = run_cli("demos", "convert", str(tmp_path / "custom.parquet"), str(tmp_path / "custom.pkl"), "--env", "CustomEnv")
+    r = run_cli(
+        "demos", "convert", str(tmp_path / "custom.parquet"), str(tmp_path / "custom.pkl"), "--env", "CustomEnv"
+    )
     assert r.returncode == 0, r.stderr
 
     r = run_cli("demos", "inspect", str(tmp_path))
@@ -44,7 +45,18 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
         ("demos", "inspect", str(tmp_path / "broken.parquet")),
         ("demos", "inspect", str(tmp_path / "nothing_here")),
         ("demos", "record", "--expert", "scripted", "--env", "CartPol-v1", "--out", str(tmp_path / "x.arrow")),
-        ("demos", "record", "--expert", "scripted", "--env", "CustomEnv", "--episodes", "0", "--out", str(tmp_path / "x.arrow")),
+        (
+            "demos",
+            "record",
+            "--expert",
+            "scripted",
+            "--env",
+            "CustomEnv",
+            "--episodes",
+            "0",
+            "--out",
+            str(tmp_path / "x.arrow"),
+        ),
         ("expert", "train", "--env", "CartPole-v1", "--set", "ppo.n_stepz=3"),
     ]
     for args in cases:
@@ -77,13 +89,18 @@ def test_inspect_validates_like_train(tmp_path, cartpole_demos):
     cases = {
         "nan.arrow": ({"obs": nan_obs}, "column 'obs' row 5 is not finite"),
         "action7.parquet": ({"acts": np.full_like(d.acts, 7)}, "column 'acts' row 0 is 7, outside Discrete(2)"),
-        "wide.pkl": ({"obs": np.zeros((len(d), 6), np.float32), "next_obs": np.zeros((len(d), 6), np.float32)},
-                     "column 'obs' has shape (6,) per row"),
+        "wide.pkl": (
+            {"obs": np.zeros((len(d), 6), np.float32), "next_obs": np.zeros((len(d), 6), np.float32)},
+            "column 'obs' has shape (6,) per row",
+        ),
     }
     for name, (changes, message) in cases.items():
         path = _spoiled(tmp_path, d, name, **changes)  # metadata still says CartPole-v1: Box(4,) -> Discrete(2)
         r = run_cli("demos", "inspect", str(path))
-        assert r.returncode == 2 and r.stderr.count("\n") == 1 and message in r.stderr and name in r.stderr, (name, r.stderr)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and message in r.stderr and name in r.stderr, (
+            name,
+            r.stderr,
+        )
     good = tmp_path / "good"
     good.mkdir()
     _spoiled(good, d, "fine.arrow")
@@ -94,16 +111,22 @@ def test_inspect_validates_like_train(tmp_path, cartpole_demos):
     assert r.returncode == 0 and "fine.arrow" in r.stdout
 
 
-@pytest.mark.parametrize("args, message", [
-    (("demos", "record", "--expert", "./nowhere.py:fn", "--env", "CustomEnv", "--out", "x.arrow"), "no such file"),
-    (("demos", "record", "--expert", "tests/slow_env.py:time", "--env", "CustomEnv", "--out", "x.arrow"), "not callable"),
-    (("evaluate", "nowhere_run"), "no such run directory"),
-    (("export", "data/cartpole.arrow", "--out", "x.onnx"), "not a readable gailkit checkpoint"),
-    (("infer", "data/cartpole.arrow"), "not a loadable ONNX model"),
-    (("keys", "generate", "--out", "/proc/nope/k.json"), "No such file or directory"),
-    (("actor", "--connect", "nonsense://x"), "--connect nonsense://x"),
-    (("actor", "--connect", "tcp://127.0.0.1:1", "--key-file", "data/cartpole.arrow"), "not a gailkit key file"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("demos", "record", "--expert", "./nowhere.py:fn", "--env", "CustomEnv", "--out", "x.arrow"), "no such file"),
+        (
+            ("demos", "record", "--expert", "tests/slow_env.py:time", "--env", "CustomEnv", "--out", "x.arrow"),
+            "not callable",
+        ),
+        (("evaluate", "nowhere_run"), "no such run directory"),
+        (("export", "data/cartpole.arrow", "--out", "x.onnx"), "not a readable gailkit checkpoint"),
+        (("infer", "data/cartpole.arrow"), "not a loadable ONNX model"),
+        (("keys", "generate", "--out", "/proc/nope/k.json"), "No such file or directory"),
+        (("actor", "--connect", "nonsense://x"), "--connect nonsense://x"),
+        (("actor", "--connect", "tcp://127.0.0.1:1", "--key-file", "data/cartpole.arrow"), "not a gailkit key file"),
+    ],
+)
 def test_user_and_os_errors_are_one_line_exit_2(tmp_path, args, message):
     r = run_cli(*args, cwd=None)
     assert r.returncode == 2 and r.stderr.startswith("gailkit: error: ") and r.stderr.count("\n") == 1, (args, r.stderr)

@@ -42,11 +42,13 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "imitation"
 @pytest.mark.parametrize("name", ["trajectories_p2.pkl", "trajectories_p5.pkl", "transitions.pkl", "dataset"])
 def test_files_written_by_imitation_load_without_importing_it(custom_demos, name):
     """Made by imitation's own code (tests/fixtures/imitation/make.py); read here without its import."""
-    code = ("import sys, json; from gailkit import demos; "
-            f"d = demos.load_file({str(FIXTURES / name)!r}); "
-            "print(json.dumps({'imported': 'imitation' in sys.modules, 'n': len(d), 'format': d.meta.format, "
-            "'obs': d.obs.tolist(), 'acts': d.acts.tolist(), 'next_obs': d.next_obs.tolist(), 'rews': d.rews.tolist(), "
-            "'term': d.terminated.tolist(), 'trunc': d.truncated.tolist(), 'ep': d.episode_id.tolist()}))")
+    code = (
+        "import sys, json; from gailkit import demos; "
+        f"d = demos.load_file({str(FIXTURES / name)!r}); "
+        "print(json.dumps({'imported': 'imitation' in sys.modules, 'n': len(d), 'format': d.meta.format, "
+        "'obs': d.obs.tolist(), 'acts': d.acts.tolist(), 'next_obs': d.next_obs.tolist(), 'rews': d.rews.tolist(), "
+        "'term': d.terminated.tolist(), 'trunc': d.truncated.tolist(), 'ep': d.episode_id.tolist()}))"
+    )
     import json
     import subprocess
     import sys
@@ -54,7 +56,13 @@ def test_files_written_by_imitation_load_without_importing_it(custom_demos, name
     out = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
     assert out["imported"] is False
     d = custom_demos
-    for key, col in (("obs", d.obs), ("acts", d.acts), ("next_obs", d.next_obs), ("rews", d.rews), ("ep", d.episode_id)):
+    for key, col in (
+        ("obs", d.obs),
+        ("acts", d.acts),
+        ("next_obs", d.next_obs),
+        ("rews", d.rews),
+        ("ep", d.episode_id),
+    ):
         assert np.array_equal(np.asarray(out[key], col.dtype), col), key
     if name == "transitions.pkl":  # its infos mark the very last step as a time-limit cut
         assert out["trunc"][-1] and not out["term"][-1] and sum(out["term"]) == d.terminated.sum() - 1
@@ -91,8 +99,15 @@ def test_image_observations_keep_their_shape(tmp_path):
     rng = np.random.default_rng(0)
     n = 6
     obs = rng.integers(0, 255, (n, 4, 5, 3), dtype=np.uint8)
-    d = demos.Demos(obs=obs, acts=rng.integers(0, 3, n), next_obs=obs[::-1].copy(), terminated=np.eye(n, dtype=bool)[-1],
-                    truncated=np.zeros(n, bool), episode_id=np.zeros(n, np.int64), step=np.arange(n))
+    d = demos.Demos(
+        obs=obs,
+        acts=rng.integers(0, 3, n),
+        next_obs=obs[::-1].copy(),
+        terminated=np.eye(n, dtype=bool)[-1],
+        truncated=np.zeros(n, bool),
+        episode_id=np.zeros(n, np.int64),
+        step=np.arange(n),
+    )
     for name in ["i.arrow", "i.parquet", "i.pkl"]:
         back = demos.load_file(demos.save(d, tmp_path / name))
         assert back.obs.shape == (n, 4, 5, 3) and back.obs.dtype == np.uint8
@@ -107,7 +122,9 @@ def test_arrow_load_is_zero_copy(tmp_path, custom_demos):
 @pytest.mark.imitation
 def test_trajectory_pickle_and_truncation(tmp_path, custom_demos):
     pytest.importorskip("imitation")
-    d = dataclasses.replace(custom_demos, terminated=np.zeros(len(custom_demos), bool), truncated=custom_demos.terminated.copy())
+    d = dataclasses.replace(
+        custom_demos, terminated=np.zeros(len(custom_demos), bool), truncated=custom_demos.terminated.copy()
+    )
     path = demos.save(d, tmp_path / "t.pkl", pickle_layout="trajectories")
     back = demos.load_file(path)
     assert back.meta.format == "pickle/trajectories"
@@ -131,8 +148,16 @@ def test_mixed_folder_serves_each_env_its_own(tmp_path, custom_demos, cartpole_d
     demos.save(cartpole_demos, tmp_path / "sub" / "cartpole.parquet")
     demos.save(custom_demos, tmp_path / "sub" / "custom.pkl")
     # no metadata: a plain dict of arrays, used when its shapes fit the env
-    (tmp_path / "anon.pkl").write_bytes(pickle.dumps(
-        {"obs": custom_demos.obs, "acts": custom_demos.acts, "next_obs": custom_demos.next_obs, "dones": custom_demos.dones}))
+    (tmp_path / "anon.pkl").write_bytes(
+        pickle.dumps(
+            {
+                "obs": custom_demos.obs,
+                "acts": custom_demos.acts,
+                "next_obs": custom_demos.next_obs,
+                "dones": custom_demos.dones,
+            }
+        )
+    )
     got = demos.load(tmp_path, env_id="CustomEnv", spaces=envs.spaces("CustomEnv"))
     assert len(got) == 3 * len(custom_demos) and got.n_episodes == 3 * custom_demos.n_episodes
     assert len(np.unique(got.episode_id)) == got.n_episodes
@@ -171,7 +196,9 @@ def _save_and_load(tmp_path, d, env_id):
 
 
 def test_shape_mismatch(tmp_path, custom_demos):
-    with pytest.raises(DemoError, match=r"bad.arrow: column 'obs' has shape \(2,\) per row, the env's space .* has \(4,\)"):
+    with pytest.raises(
+        DemoError, match=r"bad.arrow: column 'obs' has shape \(2,\) per row, the env's space .* has \(4,\)"
+    ):
         _save_and_load(tmp_path, dataclasses.replace(custom_demos, meta=demos.DemoMeta()), "CartPole-v1")
 
 
@@ -207,13 +234,19 @@ def test_out_of_bounds_actions_warn(tmp_path, custom_demos):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         _save_and_load(tmp_path, _with(custom_demos, acts=acts), "CustomEnv")
-    assert any(issubclass(w.category, DemoWarning) and "1 of 40 rows outside" in str(w.message)
-               and "first at row 3" in str(w.message) for w in caught)
+    assert any(
+        issubclass(w.category, DemoWarning)
+        and "1 of 40 rows outside" in str(w.message)
+        and "first at row 3" in str(w.message)
+        for w in caught
+    )
 
 
 def test_ragged_columns(tmp_path, custom_demos):
     d = custom_demos
-    (tmp_path / "r.pkl").write_bytes(pickle.dumps({"obs": d.obs, "acts": d.acts[:-1], "next_obs": d.next_obs, "dones": d.dones}))
+    (tmp_path / "r.pkl").write_bytes(
+        pickle.dumps({"obs": d.obs, "acts": d.acts[:-1], "next_obs": d.next_obs, "dones": d.dones})
+    )
     with pytest.raises(DemoError, match="r.pkl: column 'acts' has 39 rows, 'obs' has 40"):
         demos.load(tmp_path / "r.pkl")
 
@@ -328,8 +361,13 @@ def test_unsafe_pickle_opt_in_loads_other_classes(tmp_path, custom_demos):
     import collections
 
     Box = collections.namedtuple("Box", "obs")  # not on the allow-list
-    payload = {"obs": custom_demos.obs, "acts": custom_demos.acts, "next_obs": custom_demos.next_obs,
-               "dones": custom_demos.dones, "extra": Box(1)}
+    payload = {
+        "obs": custom_demos.obs,
+        "acts": custom_demos.acts,
+        "next_obs": custom_demos.next_obs,
+        "dones": custom_demos.dones,
+        "extra": Box(1),
+    }
     globals()["Box"] = Box
     Box.__qualname__ = "Box"
     (tmp_path / "nt.pkl").write_bytes(pickle.dumps(payload))
@@ -349,7 +387,9 @@ def test_summary(custom_demos):
 def test_the_expert_policys_return_travels_with_the_demos(tmp_path, custom_demos):
     import dataclasses
 
-    meta = dataclasses.replace(custom_demos.meta, expert_return=0.9, expert_return_std=0.1, expert_episodes=7, sampled=True)
+    meta = dataclasses.replace(
+        custom_demos.meta, expert_return=0.9, expert_return_std=0.1, expert_episodes=7, sampled=True
+    )
     d = dataclasses.replace(custom_demos, meta=meta)
     for name in ("e.arrow", "e.parquet", "e.pkl"):
         back = demos.load(demos.save(d, tmp_path / name), env_id="CustomEnv", spaces=envs.spaces("CustomEnv"))
@@ -358,4 +398,6 @@ def test_the_expert_policys_return_travels_with_the_demos(tmp_path, custom_demos
     other = dataclasses.replace(d, meta=dataclasses.replace(meta, expert_return=0.5))
     demos.save(other, tmp_path / "other.arrow")
     both = demos.load(tmp_path, env_id="CustomEnv", spaces=envs.spaces("CustomEnv"))
-    assert both.meta.expert_return is None and demos.expert_reference(both)[1] == "demos"  # two experts: no one reference
+    assert (
+        both.meta.expert_return is None and demos.expert_reference(both)[1] == "demos"
+    )  # two experts: no one reference

@@ -16,8 +16,10 @@ def _data(custom_demos):
     return exp, rand
 
 
-@pytest.mark.parametrize("extra, acc, gap", [({}, 0.85, 0.5), ({"grad_penalty": 1.0, "label_smoothing": 0.1}, 0.85, 0.2),
-                                             ({"spectral_norm": True}, 0.75, 0.2)])  # 1-Lipschitz: a slower, smaller margin
+@pytest.mark.parametrize(
+    "extra, acc, gap",
+    [({}, 0.85, 0.5), ({"grad_penalty": 1.0, "label_smoothing": 0.1}, 0.85, 0.2), ({"spectral_norm": True}, 0.75, 0.2)],
+)  # 1-Lipschitz: a slower, smaller margin
 def test_separates_expert_from_random_after_a_few_updates(custom_demos, extra, acc, gap):
     th.manual_seed(0)
     obs_space, act_space = envs.spaces("CustomEnv")
@@ -86,7 +88,9 @@ def test_absorbing_rows_are_zeroed_and_flagged(custom_demos):
 
 def test_state_only_discriminator_ignores_actions(custom_demos):
     obs_space, act_space = envs.spaces("CustomEnv")
-    disc = Discriminator(obs_space, act_space, DiscConfig(use_action=False, use_next_state=True, absorbing=False), "cpu", "gail")
+    disc = Discriminator(
+        obs_space, act_space, DiscConfig(use_action=False, use_next_state=True, absorbing=False), "cpu", "gail"
+    )
     a = disc.preprocess(custom_demos.obs, custom_demos.acts, custom_demos.next_obs)
     b = disc.preprocess(custom_demos.obs, None, custom_demos.next_obs)
     assert th.equal(a, b) and a.shape[1] == 4

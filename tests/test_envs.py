@@ -57,14 +57,17 @@ def test_unknown_env_lists_close_matches():
         envs.make_factory("CartPol-v1")
 
 
-@pytest.mark.parametrize("name, message", [
-    ("nosuchmodule_xyz:Env", "cannot import module 'nosuchmodule_xyz'"),
-    ("os:system", "system is not a gymnasium.Env subclass"),
-    ("gymnasium:Space", "Space is not a gymnasium.Env subclass"),
-    ("gailkit_envs.custom_env:Nope", "has no attribute 'Nope'"),
-    ("missing/file.py:Env", "no such file"),
-    ("", "no env given"),
-])
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("nosuchmodule_xyz:Env", "cannot import module 'nosuchmodule_xyz'"),
+        ("os:system", "system is not a gymnasium.Env subclass"),
+        ("gymnasium:Space", "Space is not a gymnasium.Env subclass"),
+        ("gailkit_envs.custom_env:Nope", "has no attribute 'Nope'"),
+        ("missing/file.py:Env", "no such file"),
+        ("", "no env given"),
+    ],
+)
 def test_bad_env_names(name, message):
     with pytest.raises(EnvError, match=message):
         envs.make_factory(name)

@@ -10,10 +10,19 @@ from gailkit.errors import ConfigError, ExpertError
 
 @pytest.fixture(scope="module")
 def tiny_expert(tmp_path_factory):
-    cfg = config.build(ExpertConfig, overrides=[
-        "env.id=CartPole-v1", "total_timesteps=256", "n_envs=2", "eval_episodes=2",
-        "ppo.n_steps=64", "ppo.batch_size=64", "ppo.n_epochs=1", "ppo.net_arch=[16]",
-    ])
+    cfg = config.build(
+        ExpertConfig,
+        overrides=[
+            "env.id=CartPole-v1",
+            "total_timesteps=256",
+            "n_envs=2",
+            "eval_episodes=2",
+            "ppo.n_steps=64",
+            "ppo.batch_size=64",
+            "ppo.n_epochs=1",
+            "ppo.net_arch=[16]",
+        ],
+    )
     out = tmp_path_factory.mktemp("expert") / "cp.zip"
     info = experts.train_expert(cfg, out, log=lambda s: None)
     return out, info
@@ -50,12 +59,15 @@ def test_scripted_expert_matches_its_mapping(custom_demos):
     assert np.abs(expert_action(np.array([0.5, -0.25])) - [0.25, 0.5]).max() < 1e-7
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("missing.zip", "no such file"),
-    ("telepathy", "not a .zip file, nor a scripted expert of CustomEnv \\(it has: scripted\\)"),
-    ("gailkit_envs.custom_env:nothing", "has no attribute 'nothing'"),
-    ("gailkit_envs.custom_env:CustomEnv.__doc__", "has no attribute"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("missing.zip", "no such file"),
+        ("telepathy", "not a .zip file, nor a scripted expert of CustomEnv \\(it has: scripted\\)"),
+        ("gailkit_envs.custom_env:nothing", "has no attribute 'nothing'"),
+        ("gailkit_envs.custom_env:CustomEnv.__doc__", "has no attribute"),
+    ],
+)
 def test_bad_expert_specs(spec, message):
     with pytest.raises(ExpertError, match=message):
         experts.load_expert(spec, "CustomEnv", deterministic=True)

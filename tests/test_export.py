@@ -93,9 +93,28 @@ def test_infer_without_torch_matches_evaluate(run, exported):
 
 def test_evaluate_report_schema_and_plots(run, exported):
     r = evaluate.evaluate(run, episodes=2, seed=0, onnx_path=exported[0])
-    assert set(r) == {"schema", "env_id", "source", "checkpoint", "episodes", "seed", "policy", "expert", "random",
-                      "normalized", "action_error", "onnx", "plots"}
-    assert r["schema"] == 2 and set(r["policy"]) == {"return_mean", "return_std", "length_mean", "length_std", "returns"}
+    assert set(r) == {
+        "schema",
+        "env_id",
+        "source",
+        "checkpoint",
+        "episodes",
+        "seed",
+        "policy",
+        "expert",
+        "random",
+        "normalized",
+        "action_error",
+        "onnx",
+        "plots",
+    }
+    assert r["schema"] == 2 and set(r["policy"]) == {
+        "return_mean",
+        "return_std",
+        "length_mean",
+        "length_std",
+        "returns",
+    }
     assert r["expert"]["return_mean"] is not None and r["normalized"] is not None
     assert r["checkpoint"].endswith("best/checkpoint.pt")
     assert len(r["plots"]) == 3
@@ -132,8 +151,11 @@ def test_evaluate_uses_the_runs_references_from_any_folder(run, tmp_path, monkey
     monkeypatch.chdir(tmp_path)  # the run's demos path ("data/") means nothing here
     r = evaluate.evaluate(run, episodes=3, seed=state.references.random_seed, plots=False, which="final")
     assert r["expert"]["return_mean"] == state.references.expert_return
-    assert r["random"] == {"return_mean": state.references.random_return, "episodes": state.references.random_episodes,
-                           "seed": state.references.random_seed}
+    assert r["random"] == {
+        "return_mean": state.references.random_return,
+        "episodes": state.references.random_episodes,
+        "seed": state.references.random_seed,
+    }
     assert r["normalized"] == state.references.normalized(r["policy"]["return_mean"])
 
 
@@ -145,7 +167,9 @@ def test_export_refuses_to_write_where_it_cannot_in_one_line(run, tmp_path):
     blocker.write_text("a file")
     r = run_cli("export", str(run), "--out", str(blocker / "p.onnx"))
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
-    assert r.stderr.startswith(f"gailkit: error: {blocker}") and ("File exists" in r.stderr or "Not a directory" in r.stderr)
+    assert r.stderr.startswith(f"gailkit: error: {blocker}") and (
+        "File exists" in r.stderr or "Not a directory" in r.stderr
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["not_a_folder"]
 
 
@@ -156,8 +180,8 @@ def test_env_code_named_by_a_checkpoint_or_run_config_never_runs(run, tmp_path, 
     import shutil
 
     import yaml
-
     from conftest import run_cli
+
     from gailkit import checkpoint, rundir
 
     marker = tmp_path / "pwned"
@@ -170,10 +194,12 @@ def test_env_code_named_by_a_checkpoint_or_run_config_never_runs(run, tmp_path, 
     cfg = yaml.safe_load((evil / "config.yaml").read_text())
     cfg["env"] = {"id": env_id, "kwargs": {"command": f"touch {marker}"}}
     (evil / "config.yaml").write_text(yaml.safe_dump(cfg))
-    for args in (("evaluate", str(evil), "--no-plots", "--episodes", "1"),
-                 ("evaluate", str(rundir.resolve(evil)), "--no-plots", "--episodes", "1"),
-                 ("train", "--resume", str(evil), "--quiet"),
-                 ("export", str(evil), "--out", str(tmp_path / "e.onnx"), "--sb3", str(tmp_path / "e.zip"))):
+    for args in (
+        ("evaluate", str(evil), "--no-plots", "--episodes", "1"),
+        ("evaluate", str(rundir.resolve(evil)), "--no-plots", "--episodes", "1"),
+        ("train", "--resume", str(evil), "--quiet"),
+        ("export", str(evil), "--out", str(tmp_path / "e.onnx"), "--sb3", str(tmp_path / "e.zip")),
+    ):
         r = run_cli(*args)
         if args[0] == "export":  # export needs no env for ONNX, but its SB3 zip does
             assert r.returncode == 2 and "which is code" in r.stderr, r.stderr
@@ -185,7 +211,6 @@ def test_env_code_named_by_a_checkpoint_or_run_config_never_runs(run, tmp_path, 
 
 def test_onnx_metadata_naming_code_is_not_loaded(exported, tmp_path):
     import onnx
-
     from conftest import run_cli
 
     marker = tmp_path / "pwned"

@@ -67,8 +67,13 @@ def _children(pid):
 
 
 def test_two_actor_processes_train_cartpole(tmp_path):
-    cfg = train.train_config("CartPole-v1", "data/", None, [
-        "fleet.actors=2", "fleet.envs_per_actor=2", "ppo.batch_size=64", "total_steps=512", "eval_every=4"], preset="tiny")
+    cfg = train.train_config(
+        "CartPole-v1",
+        "data/",
+        None,
+        ["fleet.actors=2", "fleet.envs_per_actor=2", "ppo.batch_size=64", "total_steps=512", "eval_every=4"],
+        preset="tiny",
+    )
     s = train.train(cfg, tmp_path / "run", quiet=True, log=lambda m: None)
     assert s["rounds"] == 4 and s["env_steps"] == 512
     import csv
@@ -81,9 +86,13 @@ def test_two_actor_processes_train_cartpole(tmp_path):
 def test_policy_lag_one_overlaps_collection_and_learning(tmp_path):
     import csv
 
-    cfg = train.train_config("CartPole-v1", "data/", None, [
-        "fleet.actors=2", "fleet.envs_per_actor=2", "fleet.max_policy_lag=1", "ppo.batch_size=64", "total_steps=640"],
-        preset="tiny")
+    cfg = train.train_config(
+        "CartPole-v1",
+        "data/",
+        None,
+        ["fleet.actors=2", "fleet.envs_per_actor=2", "fleet.max_policy_lag=1", "ppo.batch_size=64", "total_steps=640"],
+        preset="tiny",
+    )
     s = train.train(cfg, tmp_path / "run", quiet=True, log=lambda m: None)
     assert s["rounds"] == 5
     lags = [float(r["actors/policy_lag"]) for r in csv.DictReader(open(tmp_path / "run" / "metrics.csv"))]
@@ -174,8 +183,21 @@ def test_remote_actor_with_curve_keys_and_unauthenticated_peer_refused(tmp_path)
     intruder.connect(fleet.address)
     intruder.send_multipart([Header(Kind.HELLO, bytes(16), -1, 0).pack(), b"{}"], flags=zmq.NOBLOCK)
     # a remote actor (its own process, as on another machine) with the key file
-    actor = subprocess.Popen([sys.executable, "-m", "gailkit.cli", "actor", "--connect", fleet.address,
-                              "--key-file", str(keys), "--env", SLOW.id], cwd=ROOT)
+    actor = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gailkit.cli",
+            "actor",
+            "--connect",
+            fleet.address,
+            "--key-file",
+            str(keys),
+            "--env",
+            SLOW.id,
+        ],
+        cwd=ROOT,
+    )
     try:
         frags = fleet.collect(_weights(0), n_steps=10)
         assert len(frags) == 1 and frags[0].obs.shape == (10, 2, 4)
@@ -192,10 +214,32 @@ def test_remote_actor_with_curve_keys_and_unauthenticated_peer_refused(tmp_path)
 
 
 def test_killed_learner_leaves_no_actor_running(tmp_path):
-    learner = subprocess.Popen([sys.executable, "-m", "gailkit.cli", "train", "--env", "CartPole-v1", "--demos", "data/",
-                                "--actors", "2", "--envs-per-actor", "2", "--total-steps", "10000000", "--quiet", "--set", "ppo.batch_size=64",
-                                "--run-dir", str(tmp_path / "run")], cwd=ROOT, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    learner = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gailkit.cli",
+            "train",
+            "--env",
+            "CartPole-v1",
+            "--demos",
+            "data/",
+            "--actors",
+            "2",
+            "--envs-per-actor",
+            "2",
+            "--total-steps",
+            "10000000",
+            "--quiet",
+            "--set",
+            "ppo.batch_size=64",
+            "--run-dir",
+            str(tmp_path / "run"),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 120
         actors = []
@@ -215,7 +259,9 @@ def test_killed_learner_leaves_no_actor_running(tmp_path):
                 os.waitpid(p, os.WNOHANG)
             except ChildProcessError:
                 pass
-    alive = [p for p in actors if Path(f"/proc/{p}").exists() and "Z" not in Path(f"/proc/{p}/stat").read_text().split()[2]]
+    alive = [
+        p for p in actors if Path(f"/proc/{p}").exists() and "Z" not in Path(f"/proc/{p}/stat").read_text().split()[2]
+    ]
     assert not alive
 
 
@@ -227,8 +273,10 @@ def test_remote_actor_carries_on_after_the_learner_drops_and_returns():
         port = s.getsockname()[1]
     first = _fleet(local_actors=0, n_slots=1, listen=f"tcp://127.0.0.1:{port}")
     first.start()
-    actor = subprocess.Popen([sys.executable, "-m", "gailkit.cli", "actor", "--connect", f"tcp://127.0.0.1:{port}",
-                              "--env", SLOW.id], cwd=ROOT)
+    actor = subprocess.Popen(
+        [sys.executable, "-m", "gailkit.cli", "actor", "--connect", f"tcp://127.0.0.1:{port}", "--env", SLOW.id],
+        cwd=ROOT,
+    )
     try:
         assert len(first.collect(_weights(0), n_steps=10)) == 1
         first.endpoint.close()  # the learner's socket vanishes without a word (crash, network cut)
@@ -307,17 +355,25 @@ def _bad(**changes):
 
 
 BAD_FRAGMENTS = {
-    "wider observations": _bad(obs=lambda f: np.zeros((*f.obs.shape[:2], 7), np.float32),
-                               next_obs=lambda f: np.zeros((*f.obs.shape[:2], 7), np.float32)),
+    "wider observations": _bad(
+        obs=lambda f: np.zeros((*f.obs.shape[:2], 7), np.float32),
+        next_obs=lambda f: np.zeros((*f.obs.shape[:2], 7), np.float32),
+    ),
     "NaN observations": _bad(obs=lambda f: np.full_like(f.obs, np.nan)),
     "action 7 for Discrete(2)": _bad(acts=lambda f: np.full_like(f.acts, 7)),
     "float actions for Discrete(2)": _bad(acts=lambda f: f.acts.astype(np.float32)),
     "infinite log-probs": _bad(log_probs=lambda f: np.full_like(f.log_probs, -np.inf)),
-    "more envs than asked": _bad(**{k: (lambda f, k=k: np.concatenate([getattr(f, k)] * 2, axis=1))
-                                   for k in ("obs", "acts", "next_obs", "terminated", "truncated", "log_probs", "rews")},
-                                 first_starts=lambda f: np.concatenate([f.first_starts] * 2)),
-    "episode stats that do not add up": _bad(episode_returns=lambda f: np.zeros(len(f.episode_returns) + 3),
-                                             episode_lengths=lambda f: np.ones(len(f.episode_lengths) + 3, np.int64)),
+    "more envs than asked": _bad(
+        **{
+            k: (lambda f, k=k: np.concatenate([getattr(f, k)] * 2, axis=1))
+            for k in ("obs", "acts", "next_obs", "terminated", "truncated", "log_probs", "rews")
+        },
+        first_starts=lambda f: np.concatenate([f.first_starts] * 2),
+    ),
+    "episode stats that do not add up": _bad(
+        episode_returns=lambda f: np.zeros(len(f.episode_returns) + 3),
+        episode_lengths=lambda f: np.ones(len(f.episode_lengths) + 3, np.int64),
+    ),
     "REJECT of every WORK": lambda h, f: (Kind.REJECT, b'{"reason": "no"}'),
     "WORK taken, only heartbeats sent": lambda h, f: None,
 }
@@ -337,8 +393,11 @@ def test_a_peer_sending_bad_fragments_never_stops_the_round_and_is_cut_off(case)
             assert all(set(np.unique(f.acts)) <= {0, 1} for f in frags)
         reasons = {k: v for k, v in fleet.dropped.items() if v}
         assert fleet.dropped["cut_off"] == 1, (case, reasons, peer.works)
-        bad = sum(v for k, v in reasons.items() if k.startswith("invalid_") or k in ("rejected_work", "malformed",
-                                                                                      "slot_deadline"))
+        bad = sum(
+            v
+            for k, v in reasons.items()
+            if k.startswith("invalid_") or k in ("rejected_work", "malformed", "slot_deadline")
+        )
         assert bad == 3, reasons
         assert fleet.restarts == 0 and all(p.poll() is None for p in fleet.procs)  # the local actor it posed as lives
         assert peer.works == 3 and peer.thread.join(5) is None and not peer.thread.is_alive()  # STOP ended it
@@ -351,8 +410,12 @@ def test_a_remote_actor_loads_no_code_env_it_was_not_told_to():
     """A learner (or whoever holds the keys) that names `file.py:Class` gets no code run on the actor's machine."""
     fleet = _fleet(local_actors=0, n_slots=1, no_actor_timeout=3.0)
     fleet.start()
-    actor = subprocess.Popen([sys.executable, "-m", "gailkit.cli", "actor", "--connect", fleet.address], cwd=ROOT,
-                             stderr=subprocess.PIPE, text=True)
+    actor = subprocess.Popen(
+        [sys.executable, "-m", "gailkit.cli", "actor", "--connect", fleet.address],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         with pytest.raises(FleetError):
             fleet.collect(_weights(0), n_steps=10)

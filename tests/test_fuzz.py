@@ -21,17 +21,35 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "imitation"
 
 def _seed_pickles() -> list[bytes]:
     code = f"open({str(MARKER)!r}, 'w').write('ran')".encode()
-    escape = (b"\x80\x04\x8c\x0cnumpy.dtypes\x8c\x10__builtins__.get\x93\x8c\x04eval\x85R"
-              + b"\x8c" + bytes([len(code)]) + code + b"\x85R.")
+    escape = (
+        b"\x80\x04\x8c\x0cnumpy.dtypes\x8c\x10__builtins__.get\x93\x8c\x04eval\x85R"
+        + b"\x8c"
+        + bytes([len(code)])
+        + code
+        + b"\x85R."
+    )
     system = b"cos\nsystem\n(S'touch " + str(MARKER).encode() + b"'\ntR."
-    d = {"obs": np.zeros((4, 2), np.float32), "acts": np.ones((4, 2), np.float32), "next_obs": np.zeros((4, 2), np.float32),
-         "dones": np.array([0, 0, 0, 1], bool), "metadata": {"env_id": "CustomEnv"}}
-    return [escape, system, pickle.dumps(d, 2), pickle.dumps(d, 5), (FIXTURES / "trajectories_p2.pkl").read_bytes(),
-            (FIXTURES / "transitions.pkl").read_bytes()]
+    d = {
+        "obs": np.zeros((4, 2), np.float32),
+        "acts": np.ones((4, 2), np.float32),
+        "next_obs": np.zeros((4, 2), np.float32),
+        "dones": np.array([0, 0, 0, 1], bool),
+        "metadata": {"env_id": "CustomEnv"},
+    }
+    return [
+        escape,
+        system,
+        pickle.dumps(d, 2),
+        pickle.dumps(d, 5),
+        (FIXTURES / "trajectories_p2.pkl").read_bytes(),
+        (FIXTURES / "transitions.pkl").read_bytes(),
+    ]
 
 
 SEEDS = _seed_pickles()
-FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 
 
 def _load(tmp_path, data: bytes) -> None:
@@ -51,8 +69,12 @@ def test_fuzz_random_pickles(tmp_path, data):
 
 
 @FUZZ
-@given(st.sampled_from(range(len(SEEDS))), st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=6),
-       st.integers(0, 64), st.binary(max_size=16))
+@given(
+    st.sampled_from(range(len(SEEDS))),
+    st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=6),
+    st.integers(0, 64),
+    st.binary(max_size=16),
+)
 def test_fuzz_mutated_pickles(tmp_path, which, flips, cut, tail):
     data = bytearray(SEEDS[which])
     for pos, value in flips:
@@ -63,6 +85,7 @@ def test_fuzz_mutated_pickles(tmp_path, which, flips, cut, tail):
 # ---------------------------------------------------------------------------------------------
 # A live learner: a ZmqFleet with one real actor process collects rounds while hostile peers send
 # whatever hypothesis makes. Every round must complete with valid fragments.
+
 
 @pytest.fixture(scope="module")
 def live_fleet():
@@ -77,10 +100,14 @@ def live_fleet():
 def _messages():
     kinds = st.sampled_from([int(k) for k in Kind] + [0, 99])
     frag = wire.encode_fragment(_real_fragment())
-    body = st.one_of(st.binary(max_size=512), st.just(frag),
-                     st.tuples(st.integers(0, len(frag) - 1), st.integers(0, 255)).map(
-                         lambda t: frag[:t[0]] + bytes([t[1]]) + frag[t[0] + 1:]),
-                     st.integers(1, len(frag)).map(lambda n: frag[:n]))
+    body = st.one_of(
+        st.binary(max_size=512),
+        st.just(frag),
+        st.tuples(st.integers(0, len(frag) - 1), st.integers(0, 255)).map(
+            lambda t: frag[: t[0]] + bytes([t[1]]) + frag[t[0] + 1 :]
+        ),
+        st.integers(1, len(frag)).map(lambda n: frag[:n]),
+    )
     return st.tuples(kinds, st.integers(-3, 3), st.integers(-2, 10), body, st.booleans())
 
 
@@ -117,8 +144,10 @@ def test_fuzz_a_live_learner_on_loopback(live_fleet, messages, raw_frames):
     finally:
         ctx.destroy(linger=0)
     assert not t.is_alive() and len(out["frags"]) == 2
-    assert all(f.obs.shape == (20, 2, 4) and np.isfinite(f.obs).all() and set(np.unique(f.acts)) <= {0, 1}
-               for f in out["frags"])
+    assert all(
+        f.obs.shape == (20, 2, 4) and np.isfinite(f.obs).all() and set(np.unique(f.acts)) <= {0, 1}
+        for f in out["frags"]
+    )
 
 
 _VERSION = {"v": 0}

@@ -22,10 +22,14 @@ from gailkit.config import TrainConfig
 from gailkit.errors import GailkitError
 
 ROOT = Path(__file__).resolve().parents[1]
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                         HealthCheck.function_scoped_fixture])
-MUTATIONS = st.tuples(st.lists(st.tuples(st.integers(0, 10**7), st.integers(0, 255)), max_size=8),
-                      st.integers(0, 4096), st.binary(max_size=32))
+FUZZ = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+MUTATIONS = st.tuples(
+    st.lists(st.tuples(st.integers(0, 10**7), st.integers(0, 255)), max_size=8),
+    st.integers(0, 4096),
+    st.binary(max_size=32),
+)
 
 
 def _mutate(data: bytes, mutation) -> bytes:
@@ -131,15 +135,21 @@ def test_fuzz_mutated_minari_datasets(tmp_path, minari_seeds, fmt, mutation, whi
 
 
 @FUZZ
-@given(state=st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
-                          lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=12), inner, max_size=3),
-                          max_leaves=12),
-       files=st.lists(st.text(min_size=1, max_size=20), max_size=3))
+@given(
+    state=st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=12), inner, max_size=3),
+        max_leaves=12,
+    ),
+    files=st.lists(st.text(min_size=1, max_size=20), max_size=3),
+)
 def test_fuzz_imitation_folders(tmp_path, state, files):
     folder = tmp_path / "ds"
     folder.mkdir(exist_ok=True)
     (folder / "dataset_info.json").write_text("{}")
-    (folder / "state.json").write_text(json.dumps({"_data_files": [{"filename": f} for f in files]} if files else state))
+    (folder / "state.json").write_text(
+        json.dumps({"_data_files": [{"filename": f} for f in files]} if files else state)
+    )
     _expect_only_gailkit_errors(lambda: demos.load_file(folder))
     shutil.rmtree(folder)
 
@@ -150,8 +160,25 @@ def onnx_seed(tmp_path_factory) -> Path:
     from gailkit import cli
 
     run = folder / "run"
-    assert cli.main(["train", "--env", "CustomEnv", "--demos", str(ROOT / "data" / "customenv.arrow"), "--preset", "tiny",
-                     "--total-steps", "64", "--quiet", "--run-dir", str(run)]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                "--env",
+                "CustomEnv",
+                "--demos",
+                str(ROOT / "data" / "customenv.arrow"),
+                "--preset",
+                "tiny",
+                "--total-steps",
+                "64",
+                "--quiet",
+                "--run-dir",
+                str(run),
+            ]
+        )
+        == 0
+    )
     assert cli.main(["export", str(run), "--out", str(folder / "p.onnx")]) == 0
     return folder
 
@@ -182,8 +209,14 @@ def test_fuzz_mutated_checkpoints(tmp_path, onnx_seed, mutation):
 
 
 @FUZZ
-@given(doc=st.dictionaries(st.sampled_from(["server_public", "server_secret", "client_public", "client_secret", "x"]),
-                           st.text(max_size=45) | st.integers(), max_size=5) | st.text(max_size=50))
+@given(
+    doc=st.dictionaries(
+        st.sampled_from(["server_public", "server_secret", "client_public", "client_secret", "x"]),
+        st.text(max_size=45) | st.integers(),
+        max_size=5,
+    )
+    | st.text(max_size=50)
+)
 def test_fuzz_key_files(tmp_path, doc):
     from gailkit import transport
 
@@ -204,9 +237,30 @@ def _settings(cls, prefix: str = "") -> list[str]:
     return out
 
 
-VALUES = (st.integers(-2**70, 2**70) | st.floats(allow_nan=True, allow_infinity=True) | st.booleans()
-          | st.text(max_size=12) | st.sampled_from(["", "-1", "0", "1", "1e999", ".nan", "[1, -2]", "{a: 1}", "null",
-                                                   "cuda:99", "meta", "tcp://0.0.0.0:1", "inproc://x", "2147483648"]))
+VALUES = (
+    st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.booleans()
+    | st.text(max_size=12)
+    | st.sampled_from(
+        [
+            "",
+            "-1",
+            "0",
+            "1",
+            "1e999",
+            ".nan",
+            "[1, -2]",
+            "{a: 1}",
+            "null",
+            "cuda:99",
+            "meta",
+            "tcp://0.0.0.0:1",
+            "inproc://x",
+            "2147483648",
+        ]
+    )
+)
 
 
 @FUZZ
@@ -224,10 +278,37 @@ def test_fuzz_any_value_for_any_setting(key, value):
     _expect_only_gailkit_errors(build)
 
 
-COMMANDS = [["train"], ["evaluate", "runs/x"], ["export", "runs/x"], ["infer", "x.onnx"], ["actor"], ["tune"],
-            ["demos", "record"], ["demos", "inspect"], ["demos", "convert"], ["keys", "generate"], ["expert", "train"]]
-FLAGS = ["--seed", "--episodes", "--total-steps", "--device", "--actors", "--local-actors", "--learner-timeout",
-         "--listen", "--connect", "--set", "--resources", "--trials", "--budget", "--checkpoint", "--actor-id", "--env"]
+COMMANDS = [
+    ["train"],
+    ["evaluate", "runs/x"],
+    ["export", "runs/x"],
+    ["infer", "x.onnx"],
+    ["actor"],
+    ["tune"],
+    ["demos", "record"],
+    ["demos", "inspect"],
+    ["demos", "convert"],
+    ["keys", "generate"],
+    ["expert", "train"],
+]
+FLAGS = [
+    "--seed",
+    "--episodes",
+    "--total-steps",
+    "--device",
+    "--actors",
+    "--local-actors",
+    "--learner-timeout",
+    "--listen",
+    "--connect",
+    "--set",
+    "--resources",
+    "--trials",
+    "--budget",
+    "--checkpoint",
+    "--actor-id",
+    "--env",
+]
 
 
 @FUZZ
@@ -244,5 +325,6 @@ def test_fuzz_any_flag_value_parses_or_is_one_line(command, flag, value):
         try:
             build_parser().parse_args([*command, flag, str(value)])
         except SystemExit as e:
-            assert e.code == 2 and err.getvalue().count("\n") == 1 and err.getvalue().startswith("gailkit: error: "), \
+            assert e.code == 2 and err.getvalue().count("\n") == 1 and err.getvalue().startswith("gailkit: error: "), (
                 err.getvalue()
+            )

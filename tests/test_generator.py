@@ -17,9 +17,19 @@ def test_update_from_fragment_matches_sb3():
     gen = Generator(venv.observation_space, venv.action_space, CFG, normalize_obs=True, n_envs=2, device="cpu", seed=0)
     policy.normalizer(gen.policy).update(th.randn(100, 4))  # non-trivial normalizer statistics
     before = {k: v.clone() for k, v in gen.policy.state_dict().items()}
-    ref = PPO("MlpPolicy", venv, n_steps=CFG.n_steps, batch_size=CFG.batch_size, n_epochs=CFG.n_epochs,
-              learning_rate=CFG.learning_rate, gamma=CFG.gamma, gae_lambda=CFG.gae_lambda,
-              policy_kwargs=policy.policy_kwargs(CFG, True), seed=0, device="cpu")
+    ref = PPO(
+        "MlpPolicy",
+        venv,
+        n_steps=CFG.n_steps,
+        batch_size=CFG.batch_size,
+        n_epochs=CFG.n_epochs,
+        learning_rate=CFG.learning_rate,
+        gamma=CFG.gamma,
+        gae_lambda=CFG.gae_lambda,
+        policy_kwargs=policy.policy_kwargs(CFG, True),
+        seed=0,
+        device="cpu",
+    )
     ref.policy.load_state_dict(gen.policy.state_dict())
 
     # SB3 collects its own rollout (env rewards) ...
@@ -31,10 +41,20 @@ def test_update_from_fragment_matches_sb3():
     next_obs = np.concatenate([buf.observations[1:], ref._last_obs[None]])
     assert dones.any()  # the rollout crosses episode ends
     # ... and the same rollout goes to the generator as a fragment.
-    frag = Fragment(obs=buf.observations.copy(), acts=buf.actions[..., 0].astype(np.int64), next_obs=next_obs,
-                    terminated=dones, truncated=np.zeros_like(dones), log_probs=buf.log_probs.copy(),
-                    rews=buf.rewards.copy(), first_starts=starts[0], episode_returns=np.zeros(0),
-                    episode_lengths=np.zeros(0, np.int64), actor_id=0, policy_version=0)
+    frag = Fragment(
+        obs=buf.observations.copy(),
+        acts=buf.actions[..., 0].astype(np.int64),
+        next_obs=next_obs,
+        terminated=dones,
+        truncated=np.zeros_like(dones),
+        log_probs=buf.log_probs.copy(),
+        rews=buf.rewards.copy(),
+        first_starts=starts[0],
+        episode_returns=np.zeros(0),
+        episode_lengths=np.zeros(0, np.int64),
+        actor_id=0,
+        policy_version=0,
+    )
     rewards = buf.rewards.copy()
 
     np.random.seed(7)
@@ -58,10 +78,20 @@ def test_truncation_bootstraps_from_final_value():
     obs = np.random.default_rng(0).normal(size=(4, 1, 4)).astype(np.float32)
     nxt = np.random.default_rng(1).normal(size=(4, 1, 4)).astype(np.float32)
     trunc = np.array([[False], [True], [False], [False]])
-    frag = Fragment(obs=obs, acts=np.zeros((4, 1), np.int64), next_obs=nxt, terminated=np.zeros((4, 1), bool),
-                    truncated=trunc, log_probs=np.zeros((4, 1), np.float32), rews=np.zeros((4, 1), np.float32),
-                    first_starts=np.ones(1, bool), episode_returns=np.zeros(0), episode_lengths=np.zeros(0, np.int64),
-                    actor_id=0, policy_version=0)
+    frag = Fragment(
+        obs=obs,
+        acts=np.zeros((4, 1), np.int64),
+        next_obs=nxt,
+        terminated=np.zeros((4, 1), bool),
+        truncated=trunc,
+        log_probs=np.zeros((4, 1), np.float32),
+        rews=np.zeros((4, 1), np.float32),
+        first_starts=np.ones(1, bool),
+        episode_returns=np.zeros(0),
+        episode_lengths=np.zeros(0, np.int64),
+        actor_id=0,
+        policy_version=0,
+    )
     v_final = float(gen.values(nxt[1]).item())
     rewards = np.ones((4, 1), np.float32)
     gen.update(frag, rewards, 1.0)
@@ -74,11 +104,20 @@ def test_value_only_update_leaves_the_actor_alone():
     cfg = PPOConfig(n_steps=16, batch_size=16, n_epochs=2, net_arch=[8])
     gen = Generator(venv.observation_space, venv.action_space, cfg, normalize_obs=False, n_envs=1, device="cpu", seed=0)
     rng = np.random.default_rng(0)
-    frag = Fragment(obs=rng.normal(size=(16, 1, 4)).astype(np.float32), acts=rng.integers(0, 2, (16, 1)),
-                    next_obs=rng.normal(size=(16, 1, 4)).astype(np.float32), terminated=np.zeros((16, 1), bool),
-                    truncated=np.zeros((16, 1), bool), log_probs=np.full((16, 1), -0.69, np.float32),
-                    rews=np.zeros((16, 1), np.float32), first_starts=np.ones(1, bool), episode_returns=np.zeros(0),
-                    episode_lengths=np.zeros(0, np.int64), actor_id=0, policy_version=0)
+    frag = Fragment(
+        obs=rng.normal(size=(16, 1, 4)).astype(np.float32),
+        acts=rng.integers(0, 2, (16, 1)),
+        next_obs=rng.normal(size=(16, 1, 4)).astype(np.float32),
+        terminated=np.zeros((16, 1), bool),
+        truncated=np.zeros((16, 1), bool),
+        log_probs=np.full((16, 1), -0.69, np.float32),
+        rews=np.zeros((16, 1), np.float32),
+        first_starts=np.ones(1, bool),
+        episode_returns=np.zeros(0),
+        episode_lengths=np.zeros(0, np.int64),
+        actor_id=0,
+        policy_version=0,
+    )
     before = {k: v.clone() for k, v in gen.policy.state_dict().items()}
     gen.update(frag, rng.normal(size=(16, 1)).astype(np.float32), 1.0, train_policy=False)
     after = gen.policy.state_dict()
@@ -97,8 +136,9 @@ def test_behaviour_cloning_fits_the_expert_actions(custom_demos):
     obs = np.array(custom_demos.obs)
     error = lambda: float(np.abs(policy.act(gen.policy, obs, deterministic=True)[0] - custom_demos.acts).mean())  # noqa: E731
     untrained = error()
-    stats = gen.behaviour_clone(obs, custom_demos.acts, epochs=300, batch_size=64, lr=3e-3,
-                                rng=np.random.default_rng(0), log_std=-1.5)
+    stats = gen.behaviour_clone(
+        obs, custom_demos.acts, epochs=300, batch_size=64, lr=3e-3, rng=np.random.default_rng(0), log_std=-1.5
+    )
     assert stats["bc/loss_last"] < stats["bc/loss_first"] / 10
     assert error() < untrained / 4
     assert th.allclose(gen.policy.log_std, th.full((2,), -1.5))

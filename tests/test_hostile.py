@@ -4,6 +4,7 @@ line, exit 2, that nothing ran (a marker file), and, for bombs, the peak memory 
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import subprocess
@@ -14,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-
 from conftest import ROOT, run_cli
 
 TINY = ["--preset", "tiny", "--total-steps", "64", "--quiet"]
@@ -37,8 +37,9 @@ def _evil_pickle(path: Path, marker: Path) -> Path:
 
 def _evil_env(folder: Path, marker: Path) -> Path:
     path = folder / "evil_env.py"
-    path.write_text(f"open({str(marker)!r}, 'w').write('ran')\n"
-                    "import gymnasium as gym\nclass Env(gym.Env):\n    pass\n")
+    path.write_text(
+        f"open({str(marker)!r}, 'w').write('ran')\nimport gymnasium as gym\nclass Env(gym.Env):\n    pass\n"
+    )
     return path
 
 
@@ -52,8 +53,11 @@ def test_a_run_folder_cannot_turn_on_unsafe_pickle_listen_or_code(tmp_path):
     assert r.returncode == 0, r.stderr
     evil = _evil_pickle(tmp_path / "evil.pkl", marker)
     saved = (run / "config.yaml").read_text()
-    tampered = saved.replace("unsafe_pickle: false", "unsafe_pickle: true").replace(
-        "demos: data/customenv.arrow", f"demos: {evil}").replace("listen: ''", "listen: tcp://0.0.0.0:5999")
+    tampered = (
+        saved.replace("unsafe_pickle: false", "unsafe_pickle: true")
+        .replace("demos: data/customenv.arrow", f"demos: {evil}")
+        .replace("listen: ''", "listen: tcp://0.0.0.0:5999")
+    )
     (run / "config.yaml").write_text(tampered)
     r = run_cli("train", "--resume", str(run), "--total-steps", "128")
     _one_line(r, "refused to unpickle 'builtins.exec'")
@@ -86,7 +90,9 @@ def test_an_experts_folder_in_the_current_folder_is_never_read(tmp_path, monkeyp
     from gailkit import train
 
     (tmp_path / "experts").mkdir()
-    (tmp_path / "experts" / "cartpole.gail.yaml").write_text("env: {id: CartPole-v1}\nunsafe_pickle: true\nseed: 4242\n")
+    (tmp_path / "experts" / "cartpole.gail.yaml").write_text(
+        "env: {id: CartPole-v1}\nunsafe_pickle: true\nseed: 4242\n"
+    )
     monkeypatch.chdir(tmp_path)
     cfg = train.train_config("CartPole-v1", "data", None, [])
     assert cfg.seed != 4242 and cfg.unsafe_pickle is False
@@ -108,9 +114,27 @@ def test_local_actors_do_not_import_packages_from_the_current_folder(tmp_path):
     for name in ("envs", "gailkit"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "__init__.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
-    r = subprocess.run([str(Path(sys.executable).parent / "gailkit"), "train", "--env", "CartPole-v1", "--demos",
-                        str(ROOT / "data" / "cartpole.arrow"), *TINY, "--actors", "1", "--envs-per-actor", "2",
-                        "--run-dir", str(tmp_path / "run")], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "gailkit"),
+            "train",
+            "--env",
+            "CartPole-v1",
+            "--demos",
+            str(ROOT / "data" / "cartpole.arrow"),
+            *TINY,
+            "--actors",
+            "1",
+            "--envs-per-actor",
+            "2",
+            "--run-dir",
+            str(tmp_path / "run"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert not marker.exists()
 
@@ -122,7 +146,9 @@ def test_local_actors_do_not_import_packages_from_the_current_folder(tmp_path):
 def _minari(tmp_path: Path, data_format: str = "hdf5") -> tuple[Path, dict]:
     root = tmp_path / "minari"
     env = {"MINARI_DATASETS_PATH": str(root)}
-    r = run_cli("demos", "convert", "data/customenv.arrow", "minari:test/ab-v0", "--minari-format", data_format, env=env)
+    r = run_cli(
+        "demos", "convert", "data/customenv.arrow", "minari:test/ab-v0", "--minari-format", data_format, env=env
+    )
     assert r.returncode == 0, r.stderr
     return root / "test" / "ab-v0" / "data", env
 
@@ -151,7 +177,7 @@ def test_imitation_folders_cannot_name_files_outside_them(tmp_path):
     folder.mkdir()
     (folder / "dataset_info.json").write_text("{}")
     for name in ("../outside.arrow", "/etc/passwd"):
-        (folder / "state.json").write_text('{"_data_files": [{"filename": "%s"}]}' % name)
+        (folder / "state.json").write_text(json.dumps({"_data_files": [{"filename": name}]}))
         _one_line(run_cli("demos", "inspect", str(folder)), "leaves")
 
 
@@ -177,11 +203,19 @@ def test_fifos_are_refused_without_waiting(tmp_path):
 
 
 def _peak_mb_of(*args: str, env: dict | None = None) -> tuple[subprocess.CompletedProcess, float]:
-    code = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
-            "sys.stdout.write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) + '\\n'); "
-            "sys.stderr.write(r.stderr); sys.exit(r.returncode)")
-    r = subprocess.run([sys.executable, "-c", code, sys.executable, "-m", "gailkit.cli", *args], cwd=ROOT,
-                       env=dict(os.environ, **(env or {})), capture_output=True, text=True, timeout=120)
+    code = (
+        "import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
+        "sys.stdout.write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) + '\\n'); "
+        "sys.stderr.write(r.stderr); sys.exit(r.returncode)"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, sys.executable, "-m", "gailkit.cli", *args],
+        cwd=ROOT,
+        env=dict(os.environ, **(env or {})),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return r, int(r.stdout.split()[-1]) / 1024
 
 
@@ -196,15 +230,24 @@ def _zeros_table(rows: int) -> pa.Table:
     from gailkit import arrow_tensors
 
     obs = arrow_tensors.to_arrow(np.zeros((rows, 2), np.float32))
-    return pa.table({"obs": obs, "next_obs": obs, "acts": obs, "terminated": pa.array(np.zeros(rows, bool)),
-                     "truncated": pa.array(np.zeros(rows, bool))})
+    return pa.table(
+        {
+            "obs": obs,
+            "next_obs": obs,
+            "acts": obs,
+            "terminated": pa.array(np.zeros(rows, bool)),
+            "truncated": pa.array(np.zeros(rows, bool)),
+        }
+    )
 
 
 def test_bombs_are_refused_before_they_inflate(tmp_path):
     h5py = pytest.importorskip("h5py")
     rows = 100_000_000  # 2.4 GB of zeros once read
-    cases = {"zstd-file": _ipc(_zeros_table(rows), tmp_path / "zstd.arrow", "zstd"),
-             "lz4-stream": _ipc(_zeros_table(rows), tmp_path / "lz4.arrow", "lz4", stream=True)}
+    cases = {
+        "zstd-file": _ipc(_zeros_table(rows), tmp_path / "zstd.arrow", "zstd"),
+        "lz4-stream": _ipc(_zeros_table(rows), tmp_path / "lz4.arrow", "lz4", stream=True),
+    }
     import pyarrow.parquet as pq
 
     pq.write_table(_zeros_table(rows // 4), tmp_path / "zeros.parquet", compression="zstd")
@@ -234,8 +277,18 @@ def test_an_expert_zip_bomb_is_refused(tmp_path):
             block = bytes(1 << 20)
             for _ in range(1 << 11):  # 2 GiB of zeros, about 2 MB stored
                 f.write(block)
-    r, peak = _peak_mb_of("demos", "record", "--expert", str(bomb), "--env", "CartPole-v1", "--episodes", "1",
-                          "--out", str(tmp_path / "d.arrow"))
+    r, peak = _peak_mb_of(
+        "demos",
+        "record",
+        "--expert",
+        str(bomb),
+        "--env",
+        "CartPole-v1",
+        "--episodes",
+        "1",
+        "--out",
+        str(tmp_path / "d.arrow"),
+    )
     _one_line(r, "compression bomb")
     assert peak < 400 and not (tmp_path / "d.arrow").exists()  # this command imports torch: ~300 MB before any file
 
@@ -244,8 +297,9 @@ def test_arrow_files_with_bad_offsets_are_one_line_not_an_abort(tmp_path):
     values = pa.array(np.arange(10, dtype=np.float32))
     offsets = pa.array(np.array([0, 2, 1_000_000, 4], np.int32)).buffers()[1]
     bad = pa.ListArray.from_buffers(pa.list_(pa.float32()), 3, [None, offsets], children=[values])
-    table = pa.table({"obs": bad, "next_obs": bad, "terminated": pa.array([False, False, True]),
-                      "truncated": pa.array([False] * 3)})
+    table = pa.table(
+        {"obs": bad, "next_obs": bad, "terminated": pa.array([False, False, True]), "truncated": pa.array([False] * 3)}
+    )
     for stream in (False, True):
         path = _ipc(table, tmp_path / f"bad{stream}.arrow", None, stream)
         _one_line(run_cli("demos", "inspect", str(path)), "Offset invariant failure")
@@ -258,8 +312,10 @@ def test_a_pickle_over_the_budget_is_refused_unread(tmp_path):
 
 
 def test_the_budget_setting_is_checked():
-    _one_line(run_cli("demos", "inspect", "data/customenv.arrow", env={"GAILKIT_MEMORY_BUDGET": "lots"}),
-              "GAILKIT_MEMORY_BUDGET='lots'")
+    _one_line(
+        run_cli("demos", "inspect", "data/customenv.arrow", env={"GAILKIT_MEMORY_BUDGET": "lots"}),
+        "GAILKIT_MEMORY_BUDGET='lots'",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -269,10 +325,12 @@ def test_the_budget_setting_is_checked():
 def test_writers_replace_only_plain_files(tmp_path):
     fifo = tmp_path / "fifo.arrow"
     os.mkfifo(fifo)
-    for args in (("demos", "convert", "data/customenv.arrow", str(fifo)),
-                 ("demos", "strip-actions", "data/customenv.arrow", str(fifo)),
-                 ("demos", "record", "--expert", "scripted", "--env", "CustomEnv", "--episodes", "1", "--out", str(fifo)),
-                 ("keys", "generate", "--out", str(fifo))):
+    for args in (
+        ("demos", "convert", "data/customenv.arrow", str(fifo)),
+        ("demos", "strip-actions", "data/customenv.arrow", str(fifo)),
+        ("demos", "record", "--expert", "scripted", "--env", "CustomEnv", "--episodes", "1", "--out", str(fifo)),
+        ("keys", "generate", "--out", str(fifo)),
+    ):
         _one_line(run_cli(*args, timeout=60), "a FIFO")
         assert fifo.exists() and not fifo.is_file()
     target = tmp_path / "precious.arrow"
@@ -280,22 +338,47 @@ def test_writers_replace_only_plain_files(tmp_path):
     (tmp_path / "link.arrow").symlink_to(target)
     r = run_cli("demos", "convert", "data/customenv.arrow", str(tmp_path / "link.arrow"))
     assert r.returncode == 0, r.stderr
-    assert target.read_bytes() == b"keep" and (tmp_path / "link.arrow").is_file()  # the link was replaced, not written through
+    assert (
+        target.read_bytes() == b"keep" and (tmp_path / "link.arrow").is_file()
+    )  # the link was replaced, not written through
 
 
 def test_a_run_has_one_writer(tmp_path):
     run = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "gailkit.cli", "train", "--env", "CustomEnv", "--demos",
-                             "data/customenv.arrow", "--preset", "tiny", "--total-steps", "100000000", "--quiet",
-                             "--set", "checkpoint_every=1", "--run-dir", str(run)], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gailkit.cli",
+            "train",
+            "--env",
+            "CustomEnv",
+            "--demos",
+            "data/customenv.arrow",
+            "--preset",
+            "tiny",
+            "--total-steps",
+            "100000000",
+            "--quiet",
+            "--set",
+            "checkpoint_every=1",
+            "--run-dir",
+            str(run),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         import time
 
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not list(run.glob("checkpoints/round_*.pt")):
             time.sleep(0.2)
-        _one_line(run_cli("train", "--resume", str(run), "--total-steps", "200000000"), "in use by another gailkit process")
+        _one_line(
+            run_cli("train", "--resume", str(run), "--total-steps", "200000000"), "in use by another gailkit process"
+        )
     finally:
         proc.terminate()
         proc.communicate(timeout=60)
@@ -351,38 +434,70 @@ def _keys(tmp_path: Path) -> Path:
     return tmp_path / "k.json"
 
 
-@pytest.mark.parametrize("args, message", [
-    (("train", "--env", "CustomEnv", "--seed", "-1"), "--seed: must be in [0, 2**32)"),
-    (("train", "--env", "CustomEnv", "--seed", str(2**32)), "--seed: must be in [0, 2**32)"),
-    (("train", "--env", "CustomEnv", "--set", "seed=-5"), "'seed' must be in [0, 2**32)"),
-    (("evaluate", "runs", "--seed", "-1"), "--seed: must be in [0, 2**32)"),
-    (("infer", "x.onnx", "--seed", "99999999999"), "--seed: must be in [0, 2**32)"),
-    (("demos", "record", "--expert", "scripted", "--env", "CustomEnv", "--seed", "-3", "--out", "x.arrow"), "--seed"),
-    (("expert", "train", "--env", "CartPole-v1", "--seed", "-1"), "--seed: must be in [0, 2**32)"),
-    (("evaluate", "runs", "--episodes", "0"), "--episodes: must be from 1"),
-    (("train", "--env", "CustomEnv", "--device", "meta"), "'meta' is not supported"),
-    (("train", "--env", "CustomEnv", "--device", "mps"), "'mps' is not supported"),
-    (("train", "--env", "CustomEnv", "--device", "xla"), "'xla' is not supported"),
-    (("expert", "train", "--env", "CartPole-v1", "--device", "meta"), "'meta' is not supported"),
-    (("train", "--env", "CustomEnv", "--set", "ppo.batch_size=1"), "'ppo.batch_size' must be >= 2"),
-    (("train", "--config", "/dev/zero"), "a device or socket, not a plain file"),
-    (("train", "--env", "CustomEnv", "--actors", "500", "--local-actors", "500"), "'fleet.local_actors': 500"),
-    (("actor", "--connect", "tcp://127.0.0.1:9", "--learner-timeout", "nan"), "--learner-timeout"),
-    (("actor", "--connect", "tcp://127.0.0.1:9", "--learner-timeout", "inf"), "--learner-timeout"),
-    (("actor", "--connect", "inproc://x"), "inproc:// reaches only threads"),
-    (("train", "--env", "CustomEnv", "--actors", "1", "--listen", "inproc://x"), "inproc://"),
-    (("train", "--env", "CustomEnv", "--actors", "1", "--listen", "tcp://127.0.0.1:70000"), "a port from 1 to 65535"),
-    (("tune", "--env", "CustomEnv", "--space", "experts/spaces/gail.yaml", "--resources", "cpu=nan"), "a finite number"),
-    (("tune", "--env", "CustomEnv", "--space", "experts/spaces/gail.yaml", "--resources", "cpu=0"), "cpu > 0"),
-    (("tune", "--env", "CustomEnv", "--space", "experts/spaces/gail.yaml", "--resources", "tpu=1"), "cpu and gpu only"),
-    (("tune", "--env", "CustomEnv", "--space", "experts/spaces/small.yaml", "--preset", "tiny", "--ray-address",
-      "127.0.0.1:1"), "nothing answers there within 10 s"),
-    (("train", "--env", "CustomEnv", "--fleet", "ray", "--actors", "1", "--ray-address", "127.0.0.1:1"),
-     "nothing answers there within 10 s"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("train", "--env", "CustomEnv", "--seed", "-1"), "--seed: must be in [0, 2**32)"),
+        (("train", "--env", "CustomEnv", "--seed", str(2**32)), "--seed: must be in [0, 2**32)"),
+        (("train", "--env", "CustomEnv", "--set", "seed=-5"), "'seed' must be in [0, 2**32)"),
+        (("evaluate", "runs", "--seed", "-1"), "--seed: must be in [0, 2**32)"),
+        (("infer", "x.onnx", "--seed", "99999999999"), "--seed: must be in [0, 2**32)"),
+        (
+            ("demos", "record", "--expert", "scripted", "--env", "CustomEnv", "--seed", "-3", "--out", "x.arrow"),
+            "--seed",
+        ),
+        (("expert", "train", "--env", "CartPole-v1", "--seed", "-1"), "--seed: must be in [0, 2**32)"),
+        (("evaluate", "runs", "--episodes", "0"), "--episodes: must be from 1"),
+        (("train", "--env", "CustomEnv", "--device", "meta"), "'meta' is not supported"),
+        (("train", "--env", "CustomEnv", "--device", "mps"), "'mps' is not supported"),
+        (("train", "--env", "CustomEnv", "--device", "xla"), "'xla' is not supported"),
+        (("expert", "train", "--env", "CartPole-v1", "--device", "meta"), "'meta' is not supported"),
+        (("train", "--env", "CustomEnv", "--set", "ppo.batch_size=1"), "'ppo.batch_size' must be >= 2"),
+        (("train", "--config", "/dev/zero"), "a device or socket, not a plain file"),
+        (("train", "--env", "CustomEnv", "--actors", "500", "--local-actors", "500"), "'fleet.local_actors': 500"),
+        (("actor", "--connect", "tcp://127.0.0.1:9", "--learner-timeout", "nan"), "--learner-timeout"),
+        (("actor", "--connect", "tcp://127.0.0.1:9", "--learner-timeout", "inf"), "--learner-timeout"),
+        (("actor", "--connect", "inproc://x"), "inproc:// reaches only threads"),
+        (("train", "--env", "CustomEnv", "--actors", "1", "--listen", "inproc://x"), "inproc://"),
+        (
+            ("train", "--env", "CustomEnv", "--actors", "1", "--listen", "tcp://127.0.0.1:70000"),
+            "a port from 1 to 65535",
+        ),
+        (
+            ("tune", "--env", "CustomEnv", "--space", "experts/spaces/gail.yaml", "--resources", "cpu=nan"),
+            "a finite number",
+        ),
+        (("tune", "--env", "CustomEnv", "--space", "experts/spaces/gail.yaml", "--resources", "cpu=0"), "cpu > 0"),
+        (
+            ("tune", "--env", "CustomEnv", "--space", "experts/spaces/gail.yaml", "--resources", "tpu=1"),
+            "cpu and gpu only",
+        ),
+        (
+            (
+                "tune",
+                "--env",
+                "CustomEnv",
+                "--space",
+                "experts/spaces/small.yaml",
+                "--preset",
+                "tiny",
+                "--ray-address",
+                "127.0.0.1:1",
+            ),
+            "nothing answers there within 10 s",
+        ),
+        (
+            ("train", "--env", "CustomEnv", "--fleet", "ray", "--actors", "1", "--ray-address", "127.0.0.1:1"),
+            "nothing answers there within 10 s",
+        ),
+    ],
+)
 def test_bad_flags_are_one_line(tmp_path, args, message):
-    r = run_cli(*args, "--demos", "data/customenv.arrow") if args[0] in ("train", "tune") and "--config" not in args \
+    r = (
+        run_cli(*args, "--demos", "data/customenv.arrow")
+        if args[0] in ("train", "tune") and "--config" not in args
         else run_cli(*args, timeout=60)
+    )
     _one_line(r, message)
 
 
@@ -402,21 +517,39 @@ def test_key_files_that_cannot_be_trusted_are_refused(tmp_path):
     bad = tmp_path / "mixed.json"
     bad.write_text(json.dumps(mixed))
     bad.chmod(0o600)
-    _one_line(run_cli("actor", "--connect", "tcp://127.0.0.1:9", "--key-file", str(bad)),
-              "its server public key is not the one of its server secret key")
+    _one_line(
+        run_cli("actor", "--connect", "tcp://127.0.0.1:9", "--key-file", str(bad)),
+        "its server public key is not the one of its server secret key",
+    )
 
 
 def test_a_checkpoint_that_does_not_fit_falls_back_to_an_older_one(tmp_path):
     import torch as th
 
     run = tmp_path / "run"
-    r = run_cli("train", "--env", "CustomEnv", "--demos", "data/customenv.arrow", "--preset", "tiny", "--total-steps",
-                "256", "--set", "checkpoint_every=1", "--quiet", "--run-dir", str(run))
+    r = run_cli(
+        "train",
+        "--env",
+        "CustomEnv",
+        "--demos",
+        "data/customenv.arrow",
+        "--preset",
+        "tiny",
+        "--total-steps",
+        "256",
+        "--set",
+        "checkpoint_every=1",
+        "--quiet",
+        "--run-dir",
+        str(run),
+    )
     assert r.returncode == 0, r.stderr
     newest = sorted((run / "checkpoints").glob("round_*.pt"))[-1]
     data = th.load(newest, weights_only=True)
     name = next(iter(data["learner"]["generator"]["policy"]))
-    data["learner"]["generator"]["policy"][name] = th.full_like(data["learner"]["generator"]["policy"][name], float("nan"))
+    data["learner"]["generator"]["policy"][name] = th.full_like(
+        data["learner"]["generator"]["policy"][name], float("nan")
+    )
     th.save(data, newest)
     r = run_cli("train", "--resume", str(run), "--total-steps", "320", "--quiet")
     assert r.returncode == 0, r.stderr
@@ -444,19 +577,49 @@ def test_crafted_onnx_files_are_one_line(tmp_path):
 
     box = '{"type": "Box", "shape": [2], "dtype": "float32", "low": "-inf", "high": "inf"}'
     cases = {
-        "bad json": ({"observation_space": "{", "action_space": "{}", "env_id": "CustomEnv"}, {}, "metadata is malformed"),
-        "unknown space": ({"observation_space": '{"type": "Graph"}', "action_space": box, "env_id": "CustomEnv"}, {},
-                          "metadata is malformed"),
-        "huge shape": ({"observation_space": '{"type": "Box", "shape": [100000, 100000], "dtype": "float32"}',
-                        "action_space": box, "env_id": "CustomEnv"}, {}, "metadata is malformed"),
-        "odd dtype": ({"observation_space": '{"type": "Box", "shape": [2], "dtype": "object"}', "action_space": box,
-                       "env_id": "CustomEnv"}, {}, "metadata is malformed"),
-        "wrong input": ({"observation_space": box, "action_space": box, "env_id": "CustomEnv"}, {"input_name": "x"},
-                        "takes ['x']"),
-        "actions of the wrong shape": ({"observation_space": box, "action_space": box, "env_id": "CustomEnv"},
-                                       {"out_type": TensorProto.FLOAT}, "the graph returned actions of shape ()"),
-        "actions outside Discrete": ({"observation_space": box, "action_space": '{"type": "Discrete", "n": 1}',
-                                      "env_id": "CustomEnv"}, {}, None),
+        "bad json": (
+            {"observation_space": "{", "action_space": "{}", "env_id": "CustomEnv"},
+            {},
+            "metadata is malformed",
+        ),
+        "unknown space": (
+            {"observation_space": '{"type": "Graph"}', "action_space": box, "env_id": "CustomEnv"},
+            {},
+            "metadata is malformed",
+        ),
+        "huge shape": (
+            {
+                "observation_space": '{"type": "Box", "shape": [100000, 100000], "dtype": "float32"}',
+                "action_space": box,
+                "env_id": "CustomEnv",
+            },
+            {},
+            "metadata is malformed",
+        ),
+        "odd dtype": (
+            {
+                "observation_space": '{"type": "Box", "shape": [2], "dtype": "object"}',
+                "action_space": box,
+                "env_id": "CustomEnv",
+            },
+            {},
+            "metadata is malformed",
+        ),
+        "wrong input": (
+            {"observation_space": box, "action_space": box, "env_id": "CustomEnv"},
+            {"input_name": "x"},
+            "takes ['x']",
+        ),
+        "actions of the wrong shape": (
+            {"observation_space": box, "action_space": box, "env_id": "CustomEnv"},
+            {"out_type": TensorProto.FLOAT},
+            "the graph returned actions of shape ()",
+        ),
+        "actions outside Discrete": (
+            {"observation_space": box, "action_space": '{"type": "Discrete", "n": 1}', "env_id": "CustomEnv"},
+            {},
+            None,
+        ),
     }
     for name, (meta, kw, message) in cases.items():
         path = tmp_path / f"{name.replace(' ', '_')}.onnx"
@@ -470,8 +633,12 @@ def test_crafted_onnx_files_are_one_line(tmp_path):
 
 def _tmpfs(folder: Path, size_kb: int) -> bool:
     folder.mkdir(parents=True, exist_ok=True)
-    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kb}k", "tmpfs", str(folder)],
-                          capture_output=True).returncode == 0
+    return (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size_kb}k", "tmpfs", str(folder)], capture_output=True
+        ).returncode
+        == 0
+    )
 
 
 def test_a_full_disk_while_saving_is_one_line_and_leaves_no_partial_file(tmp_path):
@@ -483,7 +650,9 @@ def test_a_full_disk_while_saving_is_one_line_and_leaves_no_partial_file(tmp_pat
     if not _tmpfs(small, max(16, checkpoint_kb // 2)):
         pytest.skip("cannot mount a small tmpfs here (needs root)")
     try:
-        r = run_cli("train", "--env", "CustomEnv", "--demos", "data/customenv.arrow", *TINY, "--run-dir", str(small / "r"))
+        r = run_cli(
+            "train", "--env", "CustomEnv", "--demos", "data/customenv.arrow", *TINY, "--run-dir", str(small / "r")
+        )
         _one_line(r, "No space left on device")
         assert not [p for p in small.rglob("*") if p.name.startswith(".") and ".tmp" in p.name]  # no temp left behind
     finally:

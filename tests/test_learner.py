@@ -19,7 +19,9 @@ def _learner(cartpole_demos, *overrides, seed=0):
     gen = Generator(*spaces, cfg.ppo, cfg.normalize_obs, 2, "cpu", seed)
     disc = Discriminator(*spaces, cfg.disc, "cpu", "gail")
     d = cartpole_demos
-    return Learner(cfg, gen, disc, expert_data(disc, d.obs, d.acts, d.next_obs, d.terminated), np.random.default_rng(seed))
+    return Learner(
+        cfg, gen, disc, expert_data(disc, d.obs, d.acts, d.next_obs, d.terminated), np.random.default_rng(seed)
+    )
 
 
 def _fragments(learner, seed=0, version=None):

@@ -22,11 +22,21 @@ def minari_root(tmp_path, monkeypatch):
 def _hand_episode():
     """One CartPole-shaped episode of 3 steps, values chosen by hand: obs_t = [t / 10, t, -t / 10, t]."""
     obs = np.array([[t / 10, t, -t / 10, t] for t in range(4)], np.float32)  # T + 1 = 4 observations, in bounds
-    return demos.Demos(obs=obs[:-1], acts=np.array([1, 0, 1]), next_obs=obs[1:], terminated=np.array([False, False, True]),
-                       truncated=np.zeros(3, bool), episode_id=np.zeros(3, np.int64), step=np.arange(3),
-                       rews=np.array([1.0, 2.0, 3.0], np.float32),
-                       meta=demos.DemoMeta(env_id="CartPole-v1", observation_space=demos.space_to_json(envs.spaces("CartPole-v1")[0]),
-                                           action_space=demos.space_to_json(envs.spaces("CartPole-v1")[1])))
+    return demos.Demos(
+        obs=obs[:-1],
+        acts=np.array([1, 0, 1]),
+        next_obs=obs[1:],
+        terminated=np.array([False, False, True]),
+        truncated=np.zeros(3, bool),
+        episode_id=np.zeros(3, np.int64),
+        step=np.arange(3),
+        rews=np.array([1.0, 2.0, 3.0], np.float32),
+        meta=demos.DemoMeta(
+            env_id="CartPole-v1",
+            observation_space=demos.space_to_json(envs.spaces("CartPole-v1")[0]),
+            action_space=demos.space_to_json(envs.spaces("CartPole-v1")[1]),
+        ),
+    )
 
 
 @pytest.mark.parametrize("storage", ["hdf5", "arrow"])
@@ -38,7 +48,12 @@ def test_a_hand_computed_episode_maps_to_its_transitions(minari_root, storage):
     for source in (f"minari:test/hand-{storage}-v0", path, path.parent):
         d = demos.load(source, env_id="CartPole-v1", spaces=envs.spaces("CartPole-v1"))
         assert d.obs[:, 1].tolist() == [0, 1, 2] and d.next_obs[:, 1].tolist() == [1, 2, 3]
-        assert d.next_obs[2, 3] == 3 and d.next_obs[2, 2] == np.float32(-0.3) and d.acts.tolist() == [1, 0, 1] and d.rews.tolist() == [1, 2, 3]
+        assert (
+            d.next_obs[2, 3] == 3
+            and d.next_obs[2, 2] == np.float32(-0.3)
+            and d.acts.tolist() == [1, 0, 1]
+            and d.rews.tolist() == [1, 2, 3]
+        )
         assert d.terminated.tolist() == [False, False, True] and not d.truncated.any()
         assert d.meta.env_id == "CartPole-v1" and d.meta.format == f"minari-{storage}"
 
@@ -57,10 +72,12 @@ def test_recorded_demos_round_trip_through_minari(minari_root, custom_demos, car
 def test_reading_needs_no_minari(minari_root, cartpole_demos, storage):
     """Read in a process where `import minari` fails: HDF5 through h5py, Arrow through pyarrow."""
     path = demos.save(cartpole_demos, f"minari:test/cp-{storage}-v0", minari_format=storage)
-    code = ("import sys, json; sys.modules['minari'] = None\n"
-            "from gailkit import demos\n"
-            f"d = demos.load({str(path)!r}, env_id='CartPole-v1')\n"
-            "print(json.dumps({'n': len(d), 'imported': sys.modules.get('minari') is not None}))")
+    code = (
+        "import sys, json; sys.modules['minari'] = None\n"
+        "from gailkit import demos\n"
+        f"d = demos.load({str(path)!r}, env_id='CartPole-v1')\n"
+        "print(json.dumps({'n': len(d), 'imported': sys.modules.get('minari') is not None}))"
+    )
     out = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
     assert out == {"n": len(cartpole_demos), "imported": False}
 
@@ -79,18 +96,34 @@ def test_cli_convert_inspect_and_train_from_minari(minari_root, tmp_path):
     from conftest import run_cli
 
     env = {"MINARI_DATASETS_PATH": str(minari_root)}
-    r = run_cli("demos", "convert", "data/cartpole.arrow", "minari:cartpole/expert-v0", "--minari-format", "arrow", env=env)
+    r = run_cli(
+        "demos", "convert", "data/cartpole.arrow", "minari:cartpole/expert-v0", "--minari-format", "arrow", env=env
+    )
     assert r.returncode == 0, r.stderr
     r = run_cli("demos", "inspect", "minari:cartpole/expert-v0", env=env)
     assert r.returncode == 0 and "minari-arrow" in r.stdout and "CartPole-v1" in r.stdout, r.stderr
-    r = run_cli("train", "--env", "CartPole-v1", "--demos", "minari:cartpole/expert-v0", "--preset", "tiny",
-                "--total-steps", "128", "--run-dir", str(tmp_path / "run"), "--quiet", env=env)
+    r = run_cli(
+        "train",
+        "--env",
+        "CartPole-v1",
+        "--demos",
+        "minari:cartpole/expert-v0",
+        "--preset",
+        "tiny",
+        "--total-steps",
+        "128",
+        "--run-dir",
+        str(tmp_path / "run"),
+        "--quiet",
+        env=env,
+    )
     assert r.returncode == 0 and "50 episodes" in r.stdout, r.stderr
 
 
 def test_demos_without_actions_everywhere(tmp_path, cartpole_demos):
     """strip-actions, every file format, inspect, convert, and training with a state-transition discriminator."""
     from conftest import run_cli
+
     from gailkit import checkpoint, train
 
     path = demos.save(cartpole_demos, tmp_path / "cp.arrow")

@@ -48,10 +48,20 @@ def test_act_shapes_and_clipping():
 
 def _frag(t, e, actor_id, version=0):
     z = np.zeros((t, e), bool)
-    return Fragment(obs=np.zeros((t, e, 3)), acts=np.zeros((t, e)), next_obs=np.zeros((t, e, 3)), terminated=z,
-                    truncated=z, log_probs=np.zeros((t, e), np.float32), rews=np.zeros((t, e), np.float32),
-                    first_starts=np.ones(e, bool), episode_returns=np.zeros(0), episode_lengths=np.zeros(0, np.int64),
-                    actor_id=actor_id, policy_version=version)
+    return Fragment(
+        obs=np.zeros((t, e, 3)),
+        acts=np.zeros((t, e)),
+        next_obs=np.zeros((t, e, 3)),
+        terminated=z,
+        truncated=z,
+        log_probs=np.zeros((t, e), np.float32),
+        rews=np.zeros((t, e), np.float32),
+        first_starts=np.ones(e, bool),
+        episode_returns=np.zeros(0),
+        episode_lengths=np.zeros(0, np.int64),
+        actor_id=actor_id,
+        policy_version=version,
+    )
 
 
 def test_fragment_shape_checks_and_stack():

@@ -24,8 +24,13 @@ def local_ray():
 
 
 def test_ray_fleet_trains_a_few_rounds(tmp_path, local_ray):
-    cfg = train.train_config("CartPole-v1", "data/", None, [
-        "fleet.kind=ray", "fleet.actors=2", "fleet.envs_per_actor=2", "ppo.batch_size=64", "total_steps=384"], preset="tiny")
+    cfg = train.train_config(
+        "CartPole-v1",
+        "data/",
+        None,
+        ["fleet.kind=ray", "fleet.actors=2", "fleet.envs_per_actor=2", "ppo.batch_size=64", "total_steps=384"],
+        preset="tiny",
+    )
     s = train.train(cfg, tmp_path / "run", quiet=True, log=lambda m: None)
     assert s["rounds"] == 3 and s["env_steps"] == 384
     rows = list(csv.DictReader(open(tmp_path / "run" / "metrics.csv")))

@@ -9,10 +9,10 @@ import pytest
 
 pytest.importorskip("sumo")  # the optional extra gailkit[sumo]; CI installs it
 
+import gailkit_envs  # noqa: E402,F401  (registers the traffic-light ids)
 import gymnasium as gym  # noqa: E402
 from gymnasium.utils.env_checker import check_env  # noqa: E402
 
-import gailkit_envs  # noqa: E402,F401  (registers the traffic-light ids)
 from gailkit import demos, experts, train  # noqa: E402
 from gailkit.config import EnvConfig  # noqa: E402
 
@@ -95,8 +95,11 @@ def test_demos_record_from_controller_experts(tmp_path, expert):
     d = experts.record(policy, EnvConfig(id=env_id, kwargs=SHORT), episodes=2, seed=0, source=expert)
     assert d.n_episodes == 2 and len(d) == 2 * 12 and d.truncated.sum() == 2
     assert set(np.unique(d.acts)) <= {0, 1} and d.meta.source == expert
-    back = demos.load(demos.save(d, tmp_path / f"{expert}.arrow"), env_id="TrafficLight-v0",
-                      spaces=(gym.spaces.Box(0, 1, (15,), np.float32), gym.spaces.Discrete(2)))
+    back = demos.load(
+        demos.save(d, tmp_path / f"{expert}.arrow"),
+        env_id="TrafficLight-v0",
+        spaces=(gym.spaces.Box(0, 1, (15,), np.float32), gym.spaces.Discrete(2)),
+    )
     assert len(back) == len(d)
     if expert != "max-pressure":  # SUMO's own program: the recorded action is the green it showed
         assert (d.obs[1:, 12:14].argmax(1)[d.step[1:] > 0] == d.acts[:-1][d.step[1:] > 0]).mean() > 0.8
@@ -106,10 +109,24 @@ def test_gail_rounds_with_two_actor_processes(tmp_path):
     policy, env_id, _ = experts.load_expert("actuated", "TrafficLight-v0", deterministic=True)
     d = experts.record(policy, EnvConfig(id=env_id, kwargs=SHORT), episodes=3, seed=0, source="actuated")
     demos.save(d, tmp_path / "demos" / "actuated.arrow")
-    cfg = train.train_config("TrafficLight-v0", str(tmp_path / "demos"), None, [
-        "env.kwargs.episode_seconds=60", "fleet.actors=2", "fleet.envs_per_actor=1", "ppo.n_steps=24", "ppo.batch_size=48",
-        "ppo.n_epochs=2", "ppo.net_arch=[16]", "disc.net_arch=[16]", "disc.demo_batch_size=32", "total_steps=144",
-        "eval_episodes=1"])
+    cfg = train.train_config(
+        "TrafficLight-v0",
+        str(tmp_path / "demos"),
+        None,
+        [
+            "env.kwargs.episode_seconds=60",
+            "fleet.actors=2",
+            "fleet.envs_per_actor=1",
+            "ppo.n_steps=24",
+            "ppo.batch_size=48",
+            "ppo.n_epochs=2",
+            "ppo.net_arch=[16]",
+            "disc.net_arch=[16]",
+            "disc.demo_batch_size=32",
+            "total_steps=144",
+            "eval_episodes=1",
+        ],
+    )
     s = train.train(cfg, tmp_path / "run", quiet=True, log=lambda m: None)
     assert s["rounds"] == 3 and s["env_steps"] == 144 and "return_mean" in s
     assert not [p for p in Path("/proc").glob("[0-9]*") if p.name != str(os.getpid()) and _is_our_sumo(p)]
@@ -130,11 +147,14 @@ def test_sumo_ends_when_its_python_process_is_killed(tmp_path):
     import time
 
     script = tmp_path / "hold.py"
-    script.write_text("import gymnasium as gym, gailkit_envs, time\n"
-                      "e = gym.make('TrafficLight-v0').unwrapped\ne.reset(seed=0)\n"
-                      "print(e._proc.pid, flush=True)\ntime.sleep(120)\n")
-    proc = subprocess.Popen([sys.executable, str(script)], cwd=Path(__file__).resolve().parents[1],
-                            stdout=subprocess.PIPE, text=True)
+    script.write_text(
+        "import gymnasium as gym, gailkit_envs, time\n"
+        "e = gym.make('TrafficLight-v0').unwrapped\ne.reset(seed=0)\n"
+        "print(e._proc.pid, flush=True)\ntime.sleep(120)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(script)], cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE, text=True
+    )
     sumo_pid = int(proc.stdout.readline())
     assert _alive(sumo_pid)
     proc.send_signal(signal.SIGKILL)

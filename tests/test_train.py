@@ -9,10 +9,10 @@ import time
 
 import pytest
 import torch as th
+from conftest import ROOT, run_cli
 
 from gailkit import checkpoint, cli, config, metrics, rundir, train
 from gailkit.config import TrainConfig
-from conftest import ROOT, run_cli
 
 
 def tiny_config(demos_path, env_id="CartPole-v1", extra=()):
@@ -38,8 +38,15 @@ def test_run_directory_contents(tmp_path, cartpole_file):
     assert [int(r["round"]) for r in rows] == [1, 2, 3]
     assert rows[1]["eval/return_mean"] and not rows[0]["eval/return_mean"]
     assert all(0 <= float(r["disc/acc_expert"]) <= 1 for r in rows)
-    for key in ("train/loss", "train/learning_rate", "train/clip_range", "train/n_updates", "time/collect_fps",
-                "disc/reward_std", "disc/logit_expert"):  # every stat the round produces reaches the file
+    for key in (
+        "train/loss",
+        "train/learning_rate",
+        "train/clip_range",
+        "train/n_updates",
+        "time/collect_fps",
+        "disc/reward_std",
+        "disc/logit_expert",
+    ):  # every stat the round produces reaches the file
         assert rows[-1][key], key
     saved = config.build(TrainConfig, [("saved", config.read_yaml(run / "config.yaml"))])
     import dataclasses
@@ -60,9 +67,19 @@ def test_total_steps_round_up_to_whole_rounds_and_say_so(tmp_path, cartpole_file
 
 
 def test_resume_after_round_k_equals_uninterrupted(tmp_path, cartpole_file):
-    cfg = tiny_config(cartpole_file, extra=["total_steps=256", "eval_every=1", "checkpoint_every=2",
-                                            "disc.replay_rounds=2", "disc.absorbing=true", "bc.epochs=2",
-                                            "bc.steps_per_round=2", "bc.anneal_steps=200"])
+    cfg = tiny_config(
+        cartpole_file,
+        extra=[
+            "total_steps=256",
+            "eval_every=1",
+            "checkpoint_every=2",
+            "disc.replay_rounds=2",
+            "disc.absorbing=true",
+            "bc.epochs=2",
+            "bc.steps_per_round=2",
+            "bc.anneal_steps=200",
+        ],
+    )
     full = tmp_path / "full"
     train.train(cfg, full, quiet=True, log=lambda m: None)
     resumed = tmp_path / "resumed"
@@ -88,8 +105,13 @@ def test_resume_falls_back_to_the_newest_readable_checkpoint(tmp_path, cartpole_
     newest.write_bytes(newest.read_bytes()[:1000])  # cut short, as by a full disk
     shutil.rmtree(run / "final")
     lines = []
-    s = train.train(tiny_config(cartpole_file, extra=["total_steps=320", "checkpoint_every=1"]), run, resume=True,
-                    quiet=True, log=lines.append)
+    s = train.train(
+        tiny_config(cartpole_file, extra=["total_steps=320", "checkpoint_every=1"]),
+        run,
+        resume=True,
+        quiet=True,
+        log=lines.append,
+    )
     assert s["rounds"] == 5
     warning = next(line for line in lines if "skipped" in line)
     assert "round_000004.pt" in warning and "weights_only=False" not in " ".join(lines)
@@ -97,37 +119,64 @@ def test_resume_falls_back_to_the_newest_readable_checkpoint(tmp_path, cartpole_
 
 
 def test_custom_env_learns_the_scripted_mapping(tmp_path):
-    cfg = train.train_config("CustomEnv", "data/customenv.arrow", None,
-                             ["total_steps=2048", "n_envs=4", "ppo.n_steps=64", "ppo.batch_size=64", "eval_episodes=5"])
+    cfg = train.train_config(
+        "CustomEnv",
+        "data/customenv.arrow",
+        None,
+        ["total_steps=2048", "n_envs=4", "ppo.n_steps=64", "ppo.batch_size=64", "eval_episodes=5"],
+    )
     s = train.train(cfg, tmp_path / "run", quiet=True, log=lambda m: None)
     assert s["action_error"] < 2 / 3  # a uniform random policy's error
     assert checkpoint.load(tmp_path / "run" / "best" / "checkpoint.pt").best.metric == "action_error"
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--env", "CartPol-v1"], "unknown env 'CartPol-v1'"),
-    (["--env", "Pendulum-v1", "--demos", "data/cartpole.arrow"], "no demos for Pendulum-v1; it holds: cartpole.arrow"),
-    (["--env", "CustomEnv", "--set", "ppo.batch_size=999999"], "'ppo.batch_size' 999999 exceeds"),
-    (["--env", "CustomEnv", "--set", "ppo.use_sde=true"], "gSDE is not supported"),
-    (["--env", "CustomEnv", "--set", "disc.demo_batch_size=0"], "'disc.demo_batch_size' must be >= 1, got 0"),
-    (["--env", "CustomEnv", "--total-steps", "0"], "'total_steps' must be >= 1, got 0"),
-    (["--env", "CustomEnv", "--set", "total_steps=1e400"], "'total_steps': expected a finite number"),
-    (["--env", "CustomEnv", "--set", "total_steps=.inf"], "'total_steps': expected a finite number"),
-    (["--env", "CustomEnv", "--set", "ppo.learning_rate=.nan"], "'ppo.learning_rate': expected a finite number"),
-    (["--env", "CustomEnv", "--set", "ppo.learning_rate=-1"], "'ppo.learning_rate' must be > 0, got -1.0"),
-    (["--env", "CustomEnv", "--set", "n_envs=100000"], "beyond what gailkit holds in memory"),
-    (["--env", "CustomEnv", "--device", "cuda:7"], "no CUDA device"),
-    (["--env", "CustomEnv", "--demos", "nowhere/"], "nowhere: no such file or folder"),
-    (["--env", "CustomEnv", "--set", "fleet.max_policy_lag=1"], "needs actor processes"),
-    (["--env", "CustomEnv", "--fleet", "ray"], "'fleet.kind: ray' needs 'fleet.actors' >= 1"),
-    (["--env", "CustomEnv", "--listen", "tcp://127.0.0.1:0"], "'fleet.listen' needs 'fleet.actors' >= 1"),
-    (["--env", "CustomEnv", "--actors", "1", "--listen", "tcp://0.0.0.0:0"], "listening beyond loopback needs --key-file"),
-    (["--env", "CustomEnv", "--actors", "1", "--listen", "udp://127.0.0.1:5"], "--listen udp://127.0.0.1:5: expected tcp://HOST:PORT"),
-    (["--env", "CustomEnv", "--actors", "1", "--listen", "tcp://127.0.0.1:0", "--key-file", "data/cartpole.arrow"],
-     "--key-file data/cartpole.arrow: not a gailkit key file"),
-    (["--env", "CustomEnv", "--preset", "huge"], "--preset 'huge': unknown preset"),
-    ([], "--env is required"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--env", "CartPol-v1"], "unknown env 'CartPol-v1'"),
+        (
+            ["--env", "Pendulum-v1", "--demos", "data/cartpole.arrow"],
+            "no demos for Pendulum-v1; it holds: cartpole.arrow",
+        ),
+        (["--env", "CustomEnv", "--set", "ppo.batch_size=999999"], "'ppo.batch_size' 999999 exceeds"),
+        (["--env", "CustomEnv", "--set", "ppo.use_sde=true"], "gSDE is not supported"),
+        (["--env", "CustomEnv", "--set", "disc.demo_batch_size=0"], "'disc.demo_batch_size' must be >= 1, got 0"),
+        (["--env", "CustomEnv", "--total-steps", "0"], "'total_steps' must be >= 1, got 0"),
+        (["--env", "CustomEnv", "--set", "total_steps=1e400"], "'total_steps': expected a finite number"),
+        (["--env", "CustomEnv", "--set", "total_steps=.inf"], "'total_steps': expected a finite number"),
+        (["--env", "CustomEnv", "--set", "ppo.learning_rate=.nan"], "'ppo.learning_rate': expected a finite number"),
+        (["--env", "CustomEnv", "--set", "ppo.learning_rate=-1"], "'ppo.learning_rate' must be > 0, got -1.0"),
+        (["--env", "CustomEnv", "--set", "n_envs=100000"], "beyond what gailkit holds in memory"),
+        (["--env", "CustomEnv", "--device", "cuda:7"], "no CUDA device"),
+        (["--env", "CustomEnv", "--demos", "nowhere/"], "nowhere: no such file or folder"),
+        (["--env", "CustomEnv", "--set", "fleet.max_policy_lag=1"], "needs actor processes"),
+        (["--env", "CustomEnv", "--fleet", "ray"], "'fleet.kind: ray' needs 'fleet.actors' >= 1"),
+        (["--env", "CustomEnv", "--listen", "tcp://127.0.0.1:0"], "'fleet.listen' needs 'fleet.actors' >= 1"),
+        (
+            ["--env", "CustomEnv", "--actors", "1", "--listen", "tcp://0.0.0.0:0"],
+            "listening beyond loopback needs --key-file",
+        ),
+        (
+            ["--env", "CustomEnv", "--actors", "1", "--listen", "udp://127.0.0.1:5"],
+            "--listen udp://127.0.0.1:5: expected tcp://HOST:PORT",
+        ),
+        (
+            [
+                "--env",
+                "CustomEnv",
+                "--actors",
+                "1",
+                "--listen",
+                "tcp://127.0.0.1:0",
+                "--key-file",
+                "data/cartpole.arrow",
+            ],
+            "--key-file data/cartpole.arrow: not a gailkit key file",
+        ),
+        (["--env", "CustomEnv", "--preset", "huge"], "--preset 'huge': unknown preset"),
+        ([], "--env is required"),
+    ],
+)
 def test_bad_settings_fail_before_training(tmp_path, capsys, args, message):
     if "cuda" in " ".join(args) and th.cuda.is_available():
         pytest.skip("this machine has CUDA")
@@ -145,8 +194,21 @@ def test_busy_port_is_one_line_and_leaves_no_run_folder(tmp_path, capsys):
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        code = cli.main(["train", "--env", "CustomEnv", "--demos", "data/customenv.arrow", "--actors", "1",
-                         "--listen", f"tcp://127.0.0.1:{port}", "--run-dir", str(tmp_path / "run")])
+        code = cli.main(
+            [
+                "train",
+                "--env",
+                "CustomEnv",
+                "--demos",
+                "data/customenv.arrow",
+                "--actors",
+                "1",
+                "--listen",
+                f"tcp://127.0.0.1:{port}",
+                "--run-dir",
+                str(tmp_path / "run"),
+            ]
+        )
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "cannot listen there (Address already in use)" in err, err
     assert not (tmp_path / "run").exists()
@@ -165,7 +227,9 @@ def test_resume_errors(tmp_path, capsys):
 def test_a_run_folder_in_use_is_refused(tmp_path, capsys):
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep me")
-    code = cli.main(["train", "--env", "CustomEnv", "--demos", "data/customenv.arrow", "--run-dir", str(tmp_path / "mine")])
+    code = cli.main(
+        ["train", "--env", "CustomEnv", "--demos", "data/customenv.arrow", "--run-dir", str(tmp_path / "mine")]
+    )
     assert code == 2 and "exists and is not empty" in capsys.readouterr().err
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
 
@@ -177,13 +241,27 @@ def test_demos_with_wrong_spaces(tmp_path, capsys, custom_demos):
 
     anon = dataclasses.replace(custom_demos, meta=demos.DemoMeta())
     demos.save(anon, tmp_path / "anon.arrow")
-    code = cli.main(["train", "--env", "CartPole-v1", "--demos", str(tmp_path / "anon.arrow"), "--run-dir", str(tmp_path / "r")])
+    code = cli.main(
+        ["train", "--env", "CartPole-v1", "--demos", str(tmp_path / "anon.arrow"), "--run-dir", str(tmp_path / "r")]
+    )
     assert code == 2 and "column 'obs' has shape (2,) per row" in capsys.readouterr().err
 
 
 def test_cli_smoke_train_then_resume(tmp_path):
     run = tmp_path / "run"
-    r = run_cli("train", "--env", "CustomEnv", "--demos", "data/", "--preset", "tiny", "--total-steps", "128", "--run-dir", str(run))
+    r = run_cli(
+        "train",
+        "--env",
+        "CustomEnv",
+        "--demos",
+        "data/",
+        "--preset",
+        "tiny",
+        "--total-steps",
+        "128",
+        "--run-dir",
+        str(run),
+    )
     assert r.returncode == 0, r.stderr
     assert "evaluation: return" in r.stdout and "action error vs scripted expert" in r.stdout
     first = r.stdout.splitlines()[0]
@@ -194,9 +272,28 @@ def test_cli_smoke_train_then_resume(tmp_path):
 
 
 def _start_training(run, *extra):
-    return subprocess.Popen([sys.executable, "-m", "gailkit.cli", "train", "--env", "CustomEnv", "--demos", "data/",
-                             "--total-steps", "100000000", "--quiet", "--run-dir", str(run), *extra], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gailkit.cli",
+            "train",
+            "--env",
+            "CustomEnv",
+            "--demos",
+            "data/",
+            "--total-steps",
+            "100000000",
+            "--quiet",
+            "--run-dir",
+            str(run),
+            *extra,
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_for_rows(run, n, timeout=120):
@@ -228,9 +325,16 @@ def test_metrics_survive_a_resumed_run_killed_before_its_first_round(tmp_path):
     proc.communicate(timeout=60)
     kept = metrics.read_rows(run / "metrics.csv")
     last_ckpt = rundir.RunDir(run).latest()[0].round
-    (run / "checkpoints" / ".round_000099.pt.999999.abcdefgh.tmp").write_bytes(b"half a checkpoint")  # a killed writer's
-    proc = subprocess.Popen([sys.executable, "-m", "gailkit.cli", "train", "--resume", str(run), "--quiet"], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    (run / "checkpoints" / ".round_000099.pt.999999.abcdefgh.tmp").write_bytes(
+        b"half a checkpoint"
+    )  # a killed writer's
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gailkit.cli", "train", "--resume", str(run), "--quiet"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and (run / "checkpoints" / ".round_000099.pt.999999.abcdefgh.tmp").exists():
         time.sleep(0.05)
@@ -255,7 +359,11 @@ def test_todays_envs_make_and_train(tmp_path, env_id):
     space.seed(0)
     d = experts.record(lambda obs: space.sample(), env_id, episodes=2, seed=0, source="random")
     path = demos.save(d, tmp_path / "d.arrow")
-    s = train.train(tiny_config(path, env_id, ["total_steps=64", "disc.absorbing=true"]), tmp_path / "run", quiet=True,
-                    log=lambda m: None)
+    s = train.train(
+        tiny_config(path, env_id, ["total_steps=64", "disc.absorbing=true"]),
+        tmp_path / "run",
+        quiet=True,
+        log=lambda m: None,
+    )
     assert s["rounds"] == 1 and np.isfinite(s["return_mean"])
     assert gym.__version__ >= "1" and np.__version__ >= "2"

@@ -72,8 +72,11 @@ def test_keys_files_and_refusals(tmp_path):
     keys = transport.read_keys(path)
     assert set(keys) == {"server_public", "server_secret", "client_public", "client_secret"}
     assert oct(path.stat().st_mode & 0o777) == "0o600"
-    for content, why in (("{}", "KeyError"), ("not json", "JSONDecodeError"),
-                         (json.dumps({**{k: v.decode() for k, v in keys.items()}, "client_secret": "short"}), "40")):
+    for content, why in (
+        ("{}", "KeyError"),
+        ("not json", "JSONDecodeError"),
+        (json.dumps({**{k: v.decode() for k, v in keys.items()}, "client_secret": "short"}), "40"),
+    ):
         (tmp_path / "bad.json").write_text(content)
         with pytest.raises(ConfigError, match=f"--key-file .*bad.json: not a gailkit key file .*{why}"):
             transport.read_keys(tmp_path / "bad.json")
@@ -97,9 +100,18 @@ def test_a_failed_start_leaves_the_port_free(tmp_path):
     fourth.close()
 
 
-@pytest.mark.parametrize("endpoint, loopback", [("tcp://127.0.0.1:5", True), ("tcp://localhost:5", True),
-                                                ("tcp://[::1]:5", True), ("ipc:///tmp/x", True), ("tcp://0.0.0.0:5", False),
-                                                ("tcp://10.0.0.1:5", False), ("tcp://[::1:5", False)])
+@pytest.mark.parametrize(
+    "endpoint, loopback",
+    [
+        ("tcp://127.0.0.1:5", True),
+        ("tcp://localhost:5", True),
+        ("tcp://[::1]:5", True),
+        ("ipc:///tmp/x", True),
+        ("tcp://0.0.0.0:5", False),
+        ("tcp://10.0.0.1:5", False),
+        ("tcp://[::1:5", False),
+    ],
+)
 def test_loopback_detection(endpoint, loopback):
     assert transport.is_loopback(endpoint) is loopback
     assert HEADER_SIZE == 35 and zmq.zmq_version_info() >= (4, 0)

@@ -10,7 +10,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import ROOT, run_cli
 
 from gailkit.errors import GailkitError
@@ -47,17 +46,27 @@ def test_a_search_writes_table_yaml_plot_and_survives_a_failing_trial(tmp_path):
     png = (out / "learning_curves.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
     assert (out / "runs" / good["trial"] / "seed0" / "metrics.csv").is_file()  # an ordinary run directory per trial
-    r = run_cli("train", "--config", str(out / "best.yaml"), "--total-steps", "64", "--run-dir", str(tmp_path / "again"),
-                "--quiet")
+    r = run_cli(
+        "train",
+        "--config",
+        str(out / "best.yaml"),
+        "--total-steps",
+        "64",
+        "--run-dir",
+        str(tmp_path / "again"),
+        "--quiet",
+    )
     assert r.returncode == 0, r.stderr
     assert good["ppo.learning_rate"] in (out / "best.yaml").read_text()
 
 
 def test_bad_spaces_are_one_line(tmp_path):
-    for text, message in (("ppo.learning_rat: {uniform: [0, 1]}\n", "unknown setting 'ppo.learning_rat'"),
-                          ("ppo.learning_rate: {normal: [0, 1]}\n", "unknown distribution 'normal'"),
-                          ("ppo.learning_rate: {uniform: [1]}\n", "uniform takes [low, high]"),
-                          ("ppo.n_steps: {choice: [0, 8]}\n", "'ppo.n_steps' must be >= 1, got 0")):
+    for text, message in (
+        ("ppo.learning_rat: {uniform: [0, 1]}\n", "unknown setting 'ppo.learning_rat'"),
+        ("ppo.learning_rate: {normal: [0, 1]}\n", "unknown distribution 'normal'"),
+        ("ppo.learning_rate: {uniform: [1]}\n", "uniform takes [low, high]"),
+        ("ppo.n_steps: {choice: [0, 8]}\n", "'ppo.n_steps' must be >= 1, got 0"),
+    ):
         space = tmp_path / "s.yaml"
         space.write_text(text)
         r = run_cli("tune", *TINY, "--space", str(space), "--out", str(tmp_path / "o"))
@@ -69,8 +78,25 @@ def test_an_interrupted_search_resumes(tmp_path):
     space = tmp_path / "space.yaml"
     space.write_text("disc.disc_lr: {grid: [1.0e-4, 3.0e-4, 1.0e-3]}\n")
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "gailkit.cli", "tune", *TINY, "--budget", "512", "--space", str(space), "--search", "grid",
-           "--scheduler", "none", "--resources", "cpu=2", "--out", str(out)]  # one trial at a time on 2 CPUs
+    cmd = [
+        sys.executable,
+        "-m",
+        "gailkit.cli",
+        "tune",
+        *TINY,
+        "--budget",
+        "512",
+        "--space",
+        str(space),
+        "--search",
+        "grid",
+        "--scheduler",
+        "none",
+        "--resources",
+        "cpu=2",
+        "--out",
+        str(out),
+    ]  # one trial at a time on 2 CPUs
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not list(out.glob("runs/*/seed0/final/checkpoint.pt")):
@@ -108,19 +134,27 @@ def test_a_tune_yaml_opens_no_door(tmp_path):
     env_file = tmp_path / "evil_env.py"
     env_file.write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
     saved = tmp_path / "tune.yaml"
-    saved.write_text(f"base: {{env: {{id: '{env_file}:Env'}}, unsafe_pickle: true, fleet: {{listen: 'tcp://0.0.0.0:9'}}}}\n"
-                     "space: {ppo.learning_rate: {loguniform: [1.0e-4, 1.0e-3]}}\n")
+    saved.write_text(
+        f"base: {{env: {{id: '{env_file}:Env'}}, unsafe_pickle: true, fleet: {{listen: 'tcp://0.0.0.0:9'}}}}\n"
+        "space: {ppo.learning_rate: {loguniform: [1.0e-4, 1.0e-3]}}\n"
+    )
     with pytest.warns(UserWarning, match="ignored unsafe_pickle=True.*fleet.listen"):
         search, allow_code = load_search(saved)
     assert not allow_code and search.base["unsafe_pickle"] is False and search.base["fleet"]["listen"] == ""
     assert load_search(saved, f"{env_file}:Env")[1]  # the same env typed again may run
     r = run_cli("tune", "--resume", str(tmp_path))
     assert r.returncode == 2 and "search.sig: missing" in r.stderr, r.stderr
-    for bad, message in (("trials: -1\n", "'trials' must be an integer >= 1"), ("resources: {cpu: .nan}\n", "finite"),
-                         ("bogus: 1\n", "unknown key 'bogus'"),
-                         ("space: {ppo.learning_rate: {loguniform: [0, .inf]}}\n", "finite numbers low < high")):
-        (tmp_path / "t2.yaml").write_text(saved.read_text().split("space:")[0] + ("" if "space:" in bad else
-                                          "space: {ppo.learning_rate: {uniform: [0.1, 0.2]}}\n") + bad)
+    for bad, message in (
+        ("trials: -1\n", "'trials' must be an integer >= 1"),
+        ("resources: {cpu: .nan}\n", "finite"),
+        ("bogus: 1\n", "unknown key 'bogus'"),
+        ("space: {ppo.learning_rate: {loguniform: [0, .inf]}}\n", "finite numbers low < high"),
+    ):
+        (tmp_path / "t2.yaml").write_text(
+            saved.read_text().split("space:")[0]
+            + ("" if "space:" in bad else "space: {ppo.learning_rate: {uniform: [0.1, 0.2]}}\n")
+            + bad
+        )
         with pytest.raises(GailkitError, match=message):
             load_search(tmp_path / "t2.yaml")
     assert not marker.exists()

@@ -16,9 +16,25 @@ from gailkit.demos.unpickler import ALLOWED, RefusedGlobal, RestrictedUnpickler,
 MODULES = sorted({module for module, _ in ALLOWED})
 # Names an attacker reaches for inside an admitted module: dotted paths to builtins, private helpers,
 # the module's own imports.
-HOSTILE_NAMES = ["__builtins__.get", "__builtins__.eval", "eval", "exec", "system", "os.system", "sys.modules.get",
-                 "__class__", "__dict__", "_reconstruct.__globals__.get", "ndarray.__reduce__", "getattr", "__import__",
-                 "dtype.__new__", "_frombuffer.__code__", "loads", "open"]
+HOSTILE_NAMES = [
+    "__builtins__.get",
+    "__builtins__.eval",
+    "eval",
+    "exec",
+    "system",
+    "os.system",
+    "sys.modules.get",
+    "__class__",
+    "__dict__",
+    "_reconstruct.__globals__.get",
+    "ndarray.__reduce__",
+    "getattr",
+    "__import__",
+    "dtype.__new__",
+    "_frombuffer.__code__",
+    "loads",
+    "open",
+]
 
 
 def _marker_code(marker):
@@ -31,8 +47,20 @@ def _payloads(module: str, name: str, marker) -> dict[str, bytes]:
     m, n = module.encode(), name.encode()
     return {
         "GLOBAL": b"c" + m + b"\n" + n + b"\n(S'" + arg.replace(b"'", b"\\'") + b"'\ntR.",
-        "STACK_GLOBAL": (b"\x80\x04" + b"\x8c" + bytes([len(m)]) + m + b"\x8c" + bytes([len(n)]) + n + b"\x93"
-                         + b"\x8c" + struct.pack("<B", len(arg)) + arg + b"\x85R."),
+        "STACK_GLOBAL": (
+            b"\x80\x04"
+            + b"\x8c"
+            + bytes([len(m)])
+            + m
+            + b"\x8c"
+            + bytes([len(n)])
+            + n
+            + b"\x93"
+            + b"\x8c"
+            + struct.pack("<B", len(arg))
+            + arg
+            + b"\x85R."
+        ),
         "INST": b"(S'" + arg.replace(b"'", b"\\'") + b"'\ni" + m + b"\n" + n + b"\n.",
         "OBJ": b"(c" + m + b"\n" + n + b"\nS'" + arg.replace(b"'", b"\\'") + b"'\no.",
     }
@@ -75,8 +103,13 @@ def test_the_published_escape_is_refused(tmp_path):
     """numpy.dtypes.__builtins__.get('eval')(code): an 89-byte pickle that escaped gailkit 0.1."""
     marker = tmp_path / "ran"
     code = _marker_code(marker).encode()
-    data = (b"\x80\x04\x8c\x0cnumpy.dtypes\x8c\x10__builtins__.get\x93\x8c\x04eval\x85R"
-            + b"\x8c" + bytes([len(code)]) + code + b"\x85R.")
+    data = (
+        b"\x80\x04\x8c\x0cnumpy.dtypes\x8c\x10__builtins__.get\x93\x8c\x04eval\x85R"
+        + b"\x8c"
+        + bytes([len(code)])
+        + code
+        + b"\x85R."
+    )
     (tmp_path / "escape.pkl").write_bytes(data)
     with pytest.raises(demos.DemoError, match="refused to unpickle 'numpy.dtypes.__builtins__.get'"):
         demos.load(tmp_path / "escape.pkl")
@@ -87,10 +120,22 @@ def test_the_published_escape_is_refused(tmp_path):
 def test_numpy_arrays_scalars_and_containers_load_in_every_protocol(proto):
     import collections
 
-    obj = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.float64(2.5), "c": np.int64(3), "d": [1, (2, 3)],
-           "e": {4, 5}, "f": frozenset({6}), "g": np.array([True, False]), "h": np.array([{"x": 1}], dtype=object),
-           "i": collections.OrderedDict(k=1), "j": np.zeros((2, 2)).T, "k": bytearray(b"xy"), "l": 1 + 2j,
-           "m": np.dtype("float32"), "n": np.array(["text"])}
+    obj = {
+        "a": np.arange(6, dtype=np.float32).reshape(2, 3),
+        "b": np.float64(2.5),
+        "c": np.int64(3),
+        "d": [1, (2, 3)],
+        "e": {4, 5},
+        "f": frozenset({6}),
+        "g": np.array([True, False]),
+        "h": np.array([{"x": 1}], dtype=object),
+        "i": collections.OrderedDict(k=1),
+        "j": np.zeros((2, 2)).T,
+        "k": bytearray(b"xy"),
+        "l": 1 + 2j,
+        "m": np.dtype("float32"),
+        "n": np.array(["text"]),
+    }
     back = RestrictedUnpickler(io.BytesIO(pickle.dumps(obj, protocol=proto))).load()
     assert set(back) == set(obj)
     for key in obj:

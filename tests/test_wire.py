@@ -22,11 +22,20 @@ def _fragment(t=5, e=2, seed=0):
     rng = np.random.default_rng(seed)
     term = np.zeros((t, e), bool)
     term[2, 1] = True
-    return Fragment(obs=rng.normal(size=(t, e, 4)).astype(np.float32), acts=rng.integers(0, 2, (t, e)),
-                    next_obs=rng.normal(size=(t, e, 4)).astype(np.float32), terminated=term,
-                    truncated=np.zeros((t, e), bool), log_probs=-rng.random((t, e)).astype(np.float32),
-                    rews=np.ones((t, e), np.float32), first_starts=np.array([True, False]),
-                    episode_returns=np.array([3.0]), episode_lengths=np.array([3]), actor_id=1, policy_version=7)
+    return Fragment(
+        obs=rng.normal(size=(t, e, 4)).astype(np.float32),
+        acts=rng.integers(0, 2, (t, e)),
+        next_obs=rng.normal(size=(t, e, 4)).astype(np.float32),
+        terminated=term,
+        truncated=np.zeros((t, e), bool),
+        log_probs=-rng.random((t, e)).astype(np.float32),
+        rews=np.ones((t, e), np.float32),
+        first_starts=np.array([True, False]),
+        episode_returns=np.array([3.0]),
+        episode_lengths=np.array([3]),
+        actor_id=1,
+        policy_version=7,
+    )
 
 
 FRAGMENT_BODY = wire.encode_fragment(_fragment())
@@ -37,8 +46,18 @@ WORK_BODY = wire.encode_work(WEIGHTS, 64)
 def test_fragment_round_trip_is_exact():
     f = _fragment()
     back = wire.decode_fragment(Header(Kind.FRAGMENT, RUN, 1, 7), FRAGMENT_BODY)
-    for name in ("obs", "acts", "next_obs", "terminated", "truncated", "log_probs", "rews", "first_starts",
-                 "episode_returns", "episode_lengths"):
+    for name in (
+        "obs",
+        "acts",
+        "next_obs",
+        "terminated",
+        "truncated",
+        "log_probs",
+        "rews",
+        "first_starts",
+        "episode_returns",
+        "episode_lengths",
+    ):
         assert np.array_equal(getattr(f, name), getattr(back, name)), name
     FragmentSpec.of(*SPACES, 5, 2).check(back)
 
@@ -51,16 +70,19 @@ def test_work_round_trip_and_header():
     assert wire.parse_header(h.pack(), RUN) == h and len(h.pack()) == HEADER_SIZE
 
 
-@pytest.mark.parametrize("change, reason", [
-    ({"obs": np.zeros((5, 2, 7), np.float32), "next_obs": np.zeros((5, 2, 7), np.float32)}, "wrong_shape"),
-    ({"obs": np.full((5, 2, 4), np.nan, np.float32)}, "not_finite"),
-    ({"acts": np.full((5, 2), 7)}, "bad_action"),
-    ({"acts": np.zeros((5, 2), np.float32)}, "wrong_shape"),
-    ({"log_probs": np.full((5, 2), np.inf, np.float32)}, "not_finite"),
-    ({"log_probs": np.full((5, 2), 0.5, np.float32)}, "bad_log_prob"),
-    ({"episode_returns": np.array([1.0, 2.0]), "episode_lengths": np.array([1, 1])}, "bad_episode_stats"),
-    ({"terminated": np.zeros((5, 2), np.int8)}, "wrong_dtype"),
-])
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        ({"obs": np.zeros((5, 2, 7), np.float32), "next_obs": np.zeros((5, 2, 7), np.float32)}, "wrong_shape"),
+        ({"obs": np.full((5, 2, 4), np.nan, np.float32)}, "not_finite"),
+        ({"acts": np.full((5, 2), 7)}, "bad_action"),
+        ({"acts": np.zeros((5, 2), np.float32)}, "wrong_shape"),
+        ({"log_probs": np.full((5, 2), np.inf, np.float32)}, "not_finite"),
+        ({"log_probs": np.full((5, 2), 0.5, np.float32)}, "bad_log_prob"),
+        ({"episode_returns": np.array([1.0, 2.0]), "episode_lengths": np.array([1, 1])}, "bad_episode_stats"),
+        ({"terminated": np.zeros((5, 2), np.int8)}, "wrong_dtype"),
+    ],
+)
 def test_fragment_spec_names_what_is_wrong(change, reason):
     f = dataclasses.replace(_fragment(), **change)
     with pytest.raises(BadFragment) as e:
@@ -75,8 +97,13 @@ def test_wrong_sizes_are_bad_fragments():
 
 def _decoders(data: bytes):
     head = Header(Kind.FRAGMENT, RUN, 0, 0)
-    return [lambda: wire.parse_header(data[:HEADER_SIZE], RUN), lambda: wire.decode_fragment(head, data),
-            lambda: wire.decode_work(head, data), lambda: wire.decode_weights(head, data), lambda: wire.decode_json(data)]
+    return [
+        lambda: wire.parse_header(data[:HEADER_SIZE], RUN),
+        lambda: wire.decode_fragment(head, data),
+        lambda: wire.decode_work(head, data),
+        lambda: wire.decode_weights(head, data),
+        lambda: wire.decode_json(data),
+    ]
 
 
 def _only_protocol_errors(data: bytes) -> None:
@@ -97,9 +124,12 @@ def test_fuzz_random_bytes_raise_only_protocol_errors(data):
 
 
 @FUZZ
-@given(st.sampled_from([FRAGMENT_BODY, WORK_BODY]), st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)),
-                                                              min_size=1, max_size=8),
-       st.integers(0, 10**6), st.integers(0, 64))
+@given(
+    st.sampled_from([FRAGMENT_BODY, WORK_BODY]),
+    st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=8),
+    st.integers(0, 10**6),
+    st.integers(0, 64),
+)
 def test_fuzz_mutated_messages_raise_only_protocol_errors(body, flips, cut, insert):
     data = bytearray(body)
     for pos, value in flips:
@@ -118,8 +148,12 @@ def test_fuzz_mutated_messages_raise_only_protocol_errors(body, flips, cut, inse
 
 
 @FUZZ
-@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
-                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    )
+)
 def test_fuzz_json_bodies_and_actor_specs(value):
     import json
 

@@ -51,8 +51,14 @@ def _seconds(text: str) -> float:
 
 def _config_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="FILE", help="a YAML file of settings, applied over the env's defaults")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override one setting, e.g. --set ppo.n_steps=256 (repeatable)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one setting, e.g. --set ppo.n_steps=256 (repeatable)",
+    )
 
 
 def _cmd(name: str):
@@ -80,13 +86,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gailkit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    expert = sub.add_parser("expert", help="train expert policies").add_subparsers(dest="action", required=True, metavar="ACTION")
+    expert = sub.add_parser("expert", help="train expert policies").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
     p = expert.add_parser("train", help="train an SB3 PPO expert with the env's tuned settings from experts/")
     p.add_argument("--env", required=True, help="gymnasium id, envs/ name, module:Class or file.py:Class")
     p.add_argument("--out", type=Path, help="where to save the expert (.zip; default experts/<env>.zip)")
     p.add_argument("--total-steps", type=int, help="env steps to train (overrides total_timesteps)")
     p.add_argument("--seed", type=_seed)
-    p.add_argument("--device", default="cpu", help="torch device for PPO: cpu, cuda or auto (default cpu: faster for MLPs)")
+    p.add_argument(
+        "--device", default="cpu", help="torch device for PPO: cpu, cuda or auto (default cpu: faster for MLPs)"
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     _config_flags(p)
     p.set_defaults(func=_cmd("commands:expert_train"))
@@ -99,12 +109,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=_seed)
     p.add_argument("--run-dir", type=Path, help="where the run goes (default runs/<env>-<time>); a new or empty folder")
     p.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue a run from its newest readable checkpoint")
-    p.add_argument("--preset", help="a named set of settings applied before --config and --set (tiny: seconds-long runs)")
+    p.add_argument(
+        "--preset", help="a named set of settings applied before --config and --set (tiny: seconds-long runs)"
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar or per-round lines; metrics files only")
-    p.add_argument("--unsafe-pickle", action="store_true", help="unpickle demo files with the plain unpickler (trusted files only)")
-    p.add_argument("--actors", type=int, help="fragment slots per round filled by actors (0: in-process) [fleet.actors]")
+    p.add_argument(
+        "--unsafe-pickle", action="store_true", help="unpickle demo files with the plain unpickler (trusted files only)"
+    )
+    p.add_argument(
+        "--actors", type=int, help="fragment slots per round filled by actors (0: in-process) [fleet.actors]"
+    )
     p.add_argument("--envs-per-actor", type=int, help="envs each actor steps [fleet.envs_per_actor]")
-    p.add_argument("--local-actors", type=int, help="actor processes to start here (default: --actors, or 0 with --listen)")
+    p.add_argument(
+        "--local-actors", type=int, help="actor processes to start here (default: --actors, or 0 with --listen)"
+    )
     p.add_argument("--listen", help="accept actors from other machines, e.g. tcp://0.0.0.0:5555 (needs --key-file)")
     p.add_argument("--key-file", help="CURVE key file from gailkit keys generate")
     p.add_argument("--fleet", choices=["local", "ray"], help="who runs the --actors: local processes (default) or Ray")
@@ -118,17 +136,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--env", help="allow this env when it is code (module:Class); gymnasium ids need nothing")
     p.add_argument("--actor-id", type=int, default=-1, help="ask for this actor id (default: the learner picks)")
     p.add_argument("--parent-pid", type=int, help=argparse.SUPPRESS)
-    p.add_argument("--learner-timeout", type=_seconds, default=300.0, help="exit after this many seconds without the learner")
+    p.add_argument(
+        "--learner-timeout", type=_seconds, default=300.0, help="exit after this many seconds without the learner"
+    )
     p.set_defaults(func=_cmd("commands:actor"))
 
-    keys = sub.add_parser("keys", help="CURVE keys for remote actors").add_subparsers(dest="action", required=True, metavar="ACTION")
-    p = keys.add_parser("generate", help="write a key file (server and client key pairs); give it to learner and actors")
+    keys = sub.add_parser("keys", help="CURVE keys for remote actors").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    p = keys.add_parser(
+        "generate", help="write a key file (server and client key pairs); give it to learner and actors"
+    )
     p.add_argument("--out", type=Path, required=True)
     p.set_defaults(func=_cmd("commands:keys_generate"))
 
     p = sub.add_parser("evaluate", help="returns vs expert and random, JSON report, PNG plots")
     p.add_argument("source", type=Path, help="a run directory, a .pt checkpoint, or an SB3 expert .zip")
-    p.add_argument("--checkpoint", choices=["best", "final", "latest"], default="best", help="which checkpoint of a run")
+    p.add_argument(
+        "--checkpoint", choices=["best", "final", "latest"], default="best", help="which checkpoint of a run"
+    )
     p.add_argument("--env", help="the env (default: the run's; needed to load an env that is code)")
     p.add_argument("--episodes", type=_count, default=50)
     p.add_argument("--seed", type=_seed, default=0, help="episode i is reset with seed + i")
@@ -141,7 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("export", help="export a trained policy to ONNX (with a torch-vs-onnxruntime parity check)")
     p.add_argument("source", type=Path, help="a run directory or a .pt checkpoint")
     p.add_argument("--out", type=Path, required=True, help="the .onnx file to write (atomically)")
-    p.add_argument("--checkpoint", choices=["best", "final", "latest"], default="best", help="which checkpoint of a run")
+    p.add_argument(
+        "--checkpoint", choices=["best", "final", "latest"], default="best", help="which checkpoint of a run"
+    )
     p.add_argument("--value", action="store_true", help="add the critic's value as an output")
     p.add_argument("--log-prob", action="store_true", help="add the log-probability of the action as an output")
     p.add_argument("--sb3", type=Path, help="also write the policy as a plain stable-baselines3 PPO zip")
@@ -155,16 +183,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd("commands:infer"))
 
-    p = sub.add_parser("tune", help="search GAIL settings on Ray Tune (ASHA, random/grid/Optuna), locally or on a cluster")
+    p = sub.add_parser(
+        "tune", help="search GAIL settings on Ray Tune (ASHA, random/grid/Optuna), locally or on a cluster"
+    )
     p.add_argument("--env", help="gymnasium id, envs/ name, module:Class or file.py:Class")
     p.add_argument("--demos", help="a demo file or folder (default: data/)")
     p.add_argument("--space", type=Path, help="a YAML file: setting -> {choice|uniform|loguniform|randint|grid: args}")
-    p.add_argument("--trials", type=int, default=8, help="trials to sample (random, optuna; grid runs every combination)")
+    p.add_argument(
+        "--trials", type=int, default=8, help="trials to sample (random, optuna; grid runs every combination)"
+    )
     p.add_argument("--budget", type=int, default=100_000, help="env steps per training run")
     p.add_argument("--seeds", type=int, default=1, help="training runs (seeds) per trial; the score averages them")
     p.add_argument("--scheduler", choices=["asha", "none"], default="asha", help="ASHA stops weak trials early")
     p.add_argument("--search", choices=["random", "grid", "optuna"], default="random")
-    p.add_argument("--ray-address", default="", help="an existing Ray cluster (auto, ray://host:port); default: a local Ray")
+    p.add_argument(
+        "--ray-address", default="", help="an existing Ray cluster (auto, ray://host:port); default: a local Ray"
+    )
     p.add_argument("--resources", default="cpu=1,gpu=0", help="per trial, e.g. cpu=2,gpu=0.5")
     p.add_argument("--out", type=Path, help="where the search goes (default tune/<env>-<time>)")
     p.add_argument("--resume", type=Path, metavar="OUT", help="continue an interrupted search")

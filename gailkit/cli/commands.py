@@ -10,8 +10,15 @@ from pathlib import Path
 
 from gailkit.errors import ConfigError
 
-_FLEET_FLAGS = {"actors": "fleet.actors", "envs_per_actor": "fleet.envs_per_actor", "local_actors": "fleet.local_actors",
-                "listen": "fleet.listen", "key_file": "fleet.key_file", "fleet": "fleet.kind", "ray_address": "fleet.ray_address"}
+_FLEET_FLAGS = {
+    "actors": "fleet.actors",
+    "envs_per_actor": "fleet.envs_per_actor",
+    "local_actors": "fleet.local_actors",
+    "listen": "fleet.listen",
+    "key_file": "fleet.key_file",
+    "fleet": "fleet.kind",
+    "ray_address": "fleet.ray_address",
+}
 
 
 def expert_train(args: argparse.Namespace) -> int:
@@ -28,8 +35,10 @@ def expert_train(args: argparse.Namespace) -> int:
 
     device = str(resolve_device(args.device))
     info = experts.train_expert(cfg, out, device=device, quiet=args.quiet)
-    print(f"expert {out}: mean return {info['mean_return']:.1f} ± {info['std_return']:.1f} over "
-          f"{info['eval_episodes']} deterministic episodes ({info['train_seconds']:.0f} s of training)")
+    print(
+        f"expert {out}: mean return {info['mean_return']:.1f} ± {info['std_return']:.1f} over "
+        f"{info['eval_episodes']} deterministic episodes ({info['train_seconds']:.0f} s of training)"
+    )
     return 0
 
 
@@ -59,7 +68,9 @@ def train(args: argparse.Namespace) -> int:
     overrides = _train_overrides(args)
     if args.resume is not None:
         if args.demos or args.config or args.preset or args.run_dir:
-            raise ConfigError("--resume continues a run with its own config.yaml: drop --demos, --config, --preset and --run-dir")
+            raise ConfigError(
+                "--resume continues a run with its own config.yaml: drop --demos, --config, --preset and --run-dir"
+            )
         saved = args.resume / "config.yaml"
         if not saved.is_file():
             raise ConfigError(f"--resume {args.resume}: no config.yaml there (is it a run directory?)")
@@ -81,8 +92,10 @@ def train(args: argparse.Namespace) -> int:
     if "return_mean" in s:
         line = f"evaluation: return {s['return_mean']:.1f} ± {s['return_std']:.1f}"
         if s.get("normalized") is not None:
-            line += (f" (expert {s['expert_return']:.1f} [{s['expert_source']}], random {s['random_return']:.1f}, "
-                     f"normalized {s['normalized']:.2f})")
+            line += (
+                f" (expert {s['expert_return']:.1f} [{s['expert_source']}], random {s['random_return']:.1f}, "
+                f"normalized {s['normalized']:.2f})"
+            )
         if s.get("action_error") is not None:
             line += f", action error vs scripted expert {s['action_error']:.3f}"
         print(line)
@@ -92,8 +105,15 @@ def train(args: argparse.Namespace) -> int:
 def actor(args: argparse.Namespace) -> int:
     from gailkit.fleet.worker import run_actor
 
-    return run_actor(args.connect, args.key_file, args.actor_id, args.parent_pid, args.learner_timeout, args.env,
-                     log=lambda m: print(m, file=sys.stderr))
+    return run_actor(
+        args.connect,
+        args.key_file,
+        args.actor_id,
+        args.parent_pid,
+        args.learner_timeout,
+        args.env,
+        log=lambda m: print(m, file=sys.stderr),
+    )
 
 
 def keys_generate(args: argparse.Namespace) -> int:
@@ -107,8 +127,16 @@ def keys_generate(args: argparse.Namespace) -> int:
 def evaluate(args: argparse.Namespace) -> int:
     from gailkit import evaluate as evaluate_mod
 
-    report = evaluate_mod.evaluate(args.source, args.env, args.episodes, args.seed, args.onnx, args.demos,
-                                   plots=not args.no_plots, which=args.checkpoint)
+    report = evaluate_mod.evaluate(
+        args.source,
+        args.env,
+        args.episodes,
+        args.seed,
+        args.onnx,
+        args.demos,
+        plots=not args.no_plots,
+        which=args.checkpoint,
+    )
     print(evaluate_mod.to_json(report) if args.json else evaluate_mod.format_table(report))
     return 0
 
@@ -117,7 +145,9 @@ def export(args: argparse.Namespace) -> int:
     from gailkit import export as export_mod
     from gailkit import fsutil
 
-    outs = [fsutil.check_writable_target(args.out)] + ([fsutil.check_writable_target(args.sb3, "--sb3")] if args.sb3 else [])
+    outs = [fsutil.check_writable_target(args.out)] + (
+        [fsutil.check_writable_target(args.sb3, "--sb3")] if args.sb3 else []
+    )
     new = [out for out in outs if not out.exists()]
     try:  # both files or neither: a failure of the second removes the first if this command made it
         sb3 = export_mod.export_sb3(args.source, args.sb3, args.checkpoint) if args.sb3 else None
@@ -128,10 +158,14 @@ def export(args: argparse.Namespace) -> int:
         raise
     p = r["parity"]
     diffs = ", ".join(f"{k} {v:.1e}" for k, v in p["max_abs_diff"].items() if k != "action" or v)
-    print(f"parity vs torch on {p['observations']} observations at batch 1 and 64: max abs difference "
-          f"{diffs or 'action 0'}, discrete mismatches {p['discrete_mismatches']}: ok")
-    print(f"wrote {r['out']} ({r['metadata']['env_id']}, outputs {r['metadata']['outputs']}, opset {r['metadata']['opset']}) "
-          f"from {r['checkpoint']}")
+    print(
+        f"parity vs torch on {p['observations']} observations at batch 1 and 64: max abs difference "
+        f"{diffs or 'action 0'}, discrete mismatches {p['discrete_mismatches']}: ok"
+    )
+    print(
+        f"wrote {r['out']} ({r['metadata']['env_id']}, outputs {r['metadata']['outputs']}, opset {r['metadata']['opset']}) "
+        f"from {r['checkpoint']}"
+    )
     if sb3 is not None:
         print(f"wrote {sb3} (stable-baselines3 PPO)")
     return 0
@@ -151,8 +185,10 @@ def infer(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"env_id": env_id, "episodes": args.episodes, "seed": args.seed, **out}, indent=2))
     else:
-        print(f"{env_id}: return {out['return_mean']:.1f} ± {out['return_std']:.1f}, length {out['length_mean']:.1f} "
-              f"over {args.episodes} episodes from seed {args.seed} (onnxruntime)")
+        print(
+            f"{env_id}: return {out['return_mean']:.1f} ± {out['return_std']:.1f}, length {out['length_mean']:.1f} "
+            f"over {args.episodes} episodes from seed {args.seed} (onnxruntime)"
+        )
     return 0
 
 
@@ -179,21 +215,41 @@ def tune(args: argparse.Namespace) -> int:
         base.demos = str(Path(base.demos).resolve()) if not base.demos.startswith("minari:") else base.demos
         allow_code = typed_env(args, base.env.id)
         base.env.id = envs.canonical(base.env.id)  # trials run in other folders
-        search = tune_mod.Search(base=config.to_dict(base), space=tune_mod.read_space(args.space, base), trials=args.trials,
-                                 budget=args.budget, seeds=args.seeds, scheduler=args.scheduler, search=args.search,
-                                 resources=_resources(args.resources))
+        search = tune_mod.Search(
+            base=config.to_dict(base),
+            space=tune_mod.read_space(args.space, base),
+            trials=args.trials,
+            budget=args.budget,
+            seeds=args.seeds,
+            scheduler=args.scheduler,
+            search=args.search,
+            resources=_resources(args.resources),
+        )
         out = args.out or Path("tune") / f"{experts.slug(base.env.id)}-{time.strftime('%Y%m%d-%H%M%S')}"
         if out.exists() and any(out.iterdir()):
             raise ConfigError(f"--out {out}: exists and is not empty; choose another folder or --resume it")
-    rows = tune_mod.run(search, out, resume=args.resume is not None, ray_address=args.ray_address, allow_code=allow_code)
+    rows = tune_mod.run(
+        search, out, resume=args.resume is not None, ray_address=args.ray_address, allow_code=allow_code
+    )
     keys = list(search.space)
-    print(f"{'trial':<14} {'score':>7} {'best':>7} {'last':>7} {'env steps':>10} {'s':>7} {'status':<14} " + " ".join(keys))
+    print(
+        f"{'trial':<14} {'score':>7} {'best':>7} {'last':>7} {'env steps':>10} {'s':>7} {'status':<14} "
+        + " ".join(keys)
+    )
     for r in rows:
         fmt = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
-        print(f"{r['trial']:<14} {fmt(r['score']):>7} {fmt(r['best']):>7} {fmt(r['last']):>7} {r['env_steps']:>10,} "
-              f"{r['seconds']:>7.0f} {r['status']:<14} " + " ".join(str(r.get(k)) for k in keys))
-    print(f"wrote {out / 'trials.csv'}, {out / 'learning_curves.png'}"
-          + (f", {out / 'best.yaml'} (gailkit train --config {out / 'best.yaml'})" if (out / "best.yaml").is_file() else ""))
+        print(
+            f"{r['trial']:<14} {fmt(r['score']):>7} {fmt(r['best']):>7} {fmt(r['last']):>7} {r['env_steps']:>10,} "
+            f"{r['seconds']:>7.0f} {r['status']:<14} " + " ".join(str(r.get(k)) for k in keys)
+        )
+    print(
+        f"wrote {out / 'trials.csv'}, {out / 'learning_curves.png'}"
+        + (
+            f", {out / 'best.yaml'} (gailkit train --config {out / 'best.yaml'})"
+            if (out / "best.yaml").is_file()
+            else ""
+        )
+    )
     return 0
 
 

@@ -11,14 +11,24 @@ def add_parsers(sub, cmd) -> None:
     from gailkit.cli import _count, _seed
 
     dem = sub.add_parser("demos", help="record, inspect and convert demonstration files").add_subparsers(
-        dest="action", required=True, metavar="ACTION")
+        dest="action", required=True, metavar="ACTION"
+    )
     p = dem.add_parser("record", help="roll out an expert and write its transitions (with its return in the metadata)")
-    p.add_argument("--expert", required=True, help="an SB3 .zip, a scripted expert of the env (e.g. 'scripted'), or module:function")
+    p.add_argument(
+        "--expert",
+        required=True,
+        help="an SB3 .zip, a scripted expert of the env (e.g. 'scripted'), or module:function",
+    )
     p.add_argument("--env", help="the env (default: the one the expert .zip was trained on)")
     p.add_argument("--episodes", type=_count, default=50)
-    p.add_argument("--out", type=Path, required=True, help=".arrow, .feather, .parquet, .pkl, or a folder (imitation dataset)")
-    p.add_argument("--sample", action="store_true",
-                   help="sample the expert's actions (default: its deterministic actions, the policy whose return is the reference)")
+    p.add_argument(
+        "--out", type=Path, required=True, help=".arrow, .feather, .parquet, .pkl, or a folder (imitation dataset)"
+    )
+    p.add_argument(
+        "--sample",
+        action="store_true",
+        help="sample the expert's actions (default: its deterministic actions, the policy whose return is the reference)",
+    )
     p.add_argument("--deterministic", action="store_true", help=argparse.SUPPRESS)  # the default since gailkit 0.2
     p.add_argument("--seed", type=_seed, default=0, help="episode i is reset with seed + i")
     p.set_defaults(func=cmd("demo_commands:record"))
@@ -27,24 +37,38 @@ def add_parsers(sub, cmd) -> None:
     p.add_argument("path", type=Path)
     p.add_argument("--env", help="validate against this env's spaces (default: each file's own metadata)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.add_argument("--unsafe-pickle", action="store_true", help="unpickle with the plain unpickler (only for trusted files)")
+    p.add_argument(
+        "--unsafe-pickle", action="store_true", help="unpickle with the plain unpickler (only for trusted files)"
+    )
     p.set_defaults(func=cmd("demo_commands:inspect"))
 
     p = dem.add_parser("convert", help="convert demos between formats (lossless), written atomically")
     p.add_argument("src", type=Path, help="a demo file or folder, or minari:DATASET_ID")
-    p.add_argument("dst", type=Path, help=".arrow, .feather, .parquet, .pkl, a folder name (imitation dataset), or "
-                   "minari:DATASET_ID (a Minari dataset in the local Minari root)")
+    p.add_argument(
+        "dst",
+        type=Path,
+        help=".arrow, .feather, .parquet, .pkl, a folder name (imitation dataset), or "
+        "minari:DATASET_ID (a Minari dataset in the local Minari root)",
+    )
     p.add_argument("--env", help="take only this env's demos from a folder, validated against its spaces")
-    p.add_argument("--pickle-layout", choices=["dict", "trajectories"], default="dict",
-                   help="for .pkl output: a dict of arrays (lossless) or a list of imitation trajectories")
+    p.add_argument(
+        "--pickle-layout",
+        choices=["dict", "trajectories"],
+        default="dict",
+        help="for .pkl output: a dict of arrays (lossless) or a list of imitation trajectories",
+    )
     p.add_argument("--minari-format", choices=["hdf5", "arrow"], default="hdf5", help="for minari: output, its storage")
-    p.add_argument("--unsafe-pickle", action="store_true", help="unpickle with the plain unpickler (only for trusted files)")
+    p.add_argument(
+        "--unsafe-pickle", action="store_true", help="unpickle with the plain unpickler (only for trusted files)"
+    )
     p.set_defaults(func=cmd("demo_commands:convert"))
 
     p = dem.add_parser("strip-actions", help="write the same demos without actions (for learning from observation)")
     p.add_argument("src", type=Path, help="a demo file or dataset")
     p.add_argument("dst", type=Path, help=".arrow, .feather, .parquet or .pkl")
-    p.add_argument("--unsafe-pickle", action="store_true", help="unpickle with the plain unpickler (only for trusted files)")
+    p.add_argument(
+        "--unsafe-pickle", action="store_true", help="unpickle with the plain unpickler (only for trusted files)"
+    )
     p.set_defaults(func=cmd("demo_commands:strip_actions"))
 
 
@@ -56,15 +80,21 @@ def record(args: argparse.Namespace) -> int:
     d = experts.record_demos(args.expert, args.env, args.episodes, args.seed, sample=args.sample)
     demos.save(d, args.out)
     returns = d.episode_returns()
+    assert returns is not None and d.meta.expert_return is not None  # recorded demos carry both
     print(f"episode returns: {' '.join(f'{r:.1f}' for r in returns)}")
     how = "sampled" if args.sample else "deterministic"
-    print(f"wrote {args.out}: {d.n_episodes} episodes, {len(d)} transitions of {d.meta.env_id} ({how} actions), "
-          f"return {returns.mean():.1f} ± {returns.std():.1f}; the expert policy's own return "
-          f"{d.meta.expert_return:.1f} ± {d.meta.expert_return_std:.1f} over {d.meta.expert_episodes} deterministic episodes")
+    print(
+        f"wrote {args.out}: {d.n_episodes} episodes, {len(d)} transitions of {d.meta.env_id} ({how} actions), "
+        f"return {returns.mean():.1f} ± {returns.std():.1f}; the expert policy's own return "
+        f"{d.meta.expert_return:.1f} ± {d.meta.expert_return_std:.1f} over {d.meta.expert_episodes} deterministic episodes"
+    )
     gap = d.meta.expert_return - returns.mean()
     if args.sample and gap > 0.1 * max(abs(d.meta.expert_return), 1.0):
-        warnings.warn(f"the sampled demos return {returns.mean():.1f}, far below the expert policy's {d.meta.expert_return:.1f}: "
-                      "GAIL will imitate the noisier behaviour; record without --sample to show the policy itself")
+        warnings.warn(
+            f"the sampled demos return {returns.mean():.1f}, far below the expert policy's {d.meta.expert_return:.1f}: "
+            "GAIL will imitate the noisier behaviour; record without --sample to show the policy itself",
+            stacklevel=2,
+        )
     return 0
 
 
@@ -87,16 +117,22 @@ def inspect(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"files": rows}, indent=2))
         return 0
-    print(f"{'file':<28} {'format':<20} {'env':<14} {'episodes':>8} {'steps':>8} {'return':>17} {'expert':>9} "
-          f"{'length':>13}  spaces (obs -> acts)")
+    print(
+        f"{'file':<28} {'format':<20} {'env':<14} {'episodes':>8} {'steps':>8} {'return':>17} {'expert':>9} "
+        f"{'length':>13}  spaces (obs -> acts)"
+    )
     for r in rows:
         ret = f"{_fmt(r['return_mean'])} ± {_fmt(r['return_std'])}" if r["return_mean"] is not None else "n/a"
         length = f"{r['length_mean']:.1f} ± {r['length_std']:.1f}"
-        print(f"{Path(r['path']).name:<28} {r['format']:<20} {str(r['env_id'] or '?'):<14} {r['episodes']:>8} "
-              f"{r['transitions']:>8} {ret:>17} {_fmt(r['expert_return']):>9} {length:>13}  "
-              f"{r['observation_space']} -> {r['action_space']}")
+        print(
+            f"{Path(r['path']).name:<28} {r['format']:<20} {str(r['env_id'] or '?'):<14} {r['episodes']:>8} "
+            f"{r['transitions']:>8} {ret:>17} {_fmt(r['expert_return']):>9} {length:>13}  "
+            f"{r['observation_space']} -> {r['action_space']}"
+        )
     if len(rows) > 1:
-        print(f"{'total':<28} {'':<20} {'':<14} {sum(r['episodes'] for r in rows):>8} {sum(r['transitions'] for r in rows):>8}")
+        print(
+            f"{'total':<28} {'':<20} {'':<14} {sum(r['episodes'] for r in rows):>8} {sum(r['transitions'] for r in rows):>8}"
+        )
     return 0
 
 
@@ -108,7 +144,9 @@ def convert(args: argparse.Namespace) -> int:
         if len(files) != 1:
             envs_seen = {demos.load_file(f, args.unsafe_pickle).meta.env_id for f in files}
             if len(envs_seen) > 1:
-                raise demos.DemoError(f"{args.src}: holds demos of several envs ({', '.join(map(str, envs_seen))}); pass --env")
+                raise demos.DemoError(
+                    f"{args.src}: holds demos of several envs ({', '.join(map(str, envs_seen))}); pass --env"
+                )
             d = demos.load(args.src, unsafe_pickle=args.unsafe_pickle)
         else:
             d = demos.load_file(files[0], args.unsafe_pickle)

@@ -1,16 +1,55 @@
 """Settings: the dataclasses (`schema`) and how YAML files, presets and `--set` build them (`loading`)."""
 
+from gailkit.config.fields import FieldError
 from gailkit.config.loading import (
-    PRESETS, build, from_dict, merge, migrate, nest, parse_override, preset, read_settings, read_yaml, save_yaml, to_dict,
-    DOORS, without_doors,
+    DOORS,
+    PRESETS,
+    build,
+    from_dict,
+    merge,
+    migrate,
+    nest,
+    parse_override,
+    preset,
+    read_settings,
+    read_yaml,
+    save_yaml,
+    to_dict,
+    without_doors,
 )
 from gailkit.config.schema import (
-    BCConfig, DiscConfig, EnvConfig, ExpertConfig, FieldError, FleetConfig, PPOConfig, TrainConfig,
+    BCConfig,
+    DiscConfig,
+    EnvConfig,
+    ExpertConfig,
+    FleetConfig,
+    PPOConfig,
+    TrainConfig,
 )
 from gailkit.errors import ConfigError
 
 __all__ = [
-    "PRESETS", "build", "from_dict", "merge", "migrate", "nest", "parse_override", "preset", "read_settings", "read_yaml", "DOORS", "without_doors", "save_yaml",
-    "to_dict", "BCConfig", "DiscConfig", "EnvConfig", "ExpertConfig", "FieldError", "FleetConfig", "PPOConfig", "TrainConfig",
+    "PRESETS",
+    "build",
+    "from_dict",
+    "merge",
+    "migrate",
+    "nest",
+    "parse_override",
+    "preset",
+    "read_settings",
+    "read_yaml",
+    "DOORS",
+    "without_doors",
+    "save_yaml",
+    "to_dict",
+    "BCConfig",
+    "DiscConfig",
+    "EnvConfig",
+    "ExpertConfig",
+    "FieldError",
+    "FleetConfig",
+    "PPOConfig",
+    "TrainConfig",
     "ConfigError",
 ]

@@ -12,14 +12,15 @@ from typing import Any, Literal, TypeVar
 
 import yaml
 
-from gailkit.config.schema import FieldError
+from gailkit.config.fields import FieldError
 from gailkit.errors import ConfigError
 
 T = TypeVar("T")
 
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {  # seconds-long runs for tests and smoke checks: tiny nets, short rounds, one eval episode
-        "n_envs": 2, "eval_episodes": 1,
+        "n_envs": 2,
+        "eval_episodes": 1,
         "ppo": {"n_steps": 32, "batch_size": 32, "n_epochs": 2, "net_arch": [16]},
         "disc": {"net_arch": [16], "demo_batch_size": 32, "n_disc_updates_per_round": 2},
         "bc": {"batch_size": 32, "critic_warmup_rounds": 0},
@@ -30,11 +31,24 @@ PRESETS: dict[str, dict[str, Any]] = {
 # flag that sets each is named); every settings file (a run's config.yaml, a tune folder's files,
 # `--config`, experts/*.gail.yaml) is read with them left out, and one warning line says so. A file
 # naming code (`env.id: module:Class`) is refused unless the same `--env` is typed (`envs.make_factory`).
-DOORS = {"unsafe_pickle": "--unsafe-pickle", "fleet.listen": "--listen", "fleet.key_file": "--key-file",
-         "fleet.ray_address": "--ray-address"}
+DOORS = {
+    "unsafe_pickle": "--unsafe-pickle",
+    "fleet.listen": "--listen",
+    "fleet.key_file": "--key-file",
+    "fleet.ray_address": "--ray-address",
+}
 # Settings of gailkit 0.1 that moved into the `fleet` section (read from old runs' config.yaml).
-_MOVED_TO_FLEET = ("actors", "envs_per_actor", "local_actors", "listen", "key_file", "ray_address",
-                   "max_policy_lag", "heartbeat_timeout", "no_actor_timeout")
+_MOVED_TO_FLEET = (
+    "actors",
+    "envs_per_actor",
+    "local_actors",
+    "listen",
+    "key_file",
+    "ray_address",
+    "max_policy_lag",
+    "heartbeat_timeout",
+    "no_actor_timeout",
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -51,7 +65,7 @@ def from_dict(cls: type[T], data: Any, path: str = "") -> T:
     if not isinstance(data, dict):
         raise ConfigError(f"{path or 'config'}: expected a mapping, got {type(data).__name__}")
     hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
+    names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]  # T is a dataclass type
     kwargs = {}
     for key, value in data.items():
         full = f"{path}.{key}" if path else str(key)
@@ -131,7 +145,8 @@ def without_doors(data: dict[str, Any], source: str) -> dict[str, Any]:
         *parents, key = dotted.split(".")
         section = out
         for name in parents:
-            section = section.get(name) if isinstance(section.get(name), dict) else {}
+            nested = section.get(name)
+            section = nested if isinstance(nested, dict) else {}
         if key in section:
             value = section.pop(key)
             if value not in ("", False, None):
@@ -217,7 +232,7 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
         if value not in args:
             raise ConfigError(f"'{path}': expected one of {', '.join(map(repr, args))}, got {value!r}")
         return value
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return from_dict(tp, value, path)
     if origin is list:
         if not isinstance(value, (list, tuple)):

@@ -10,52 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import math
 from typing import Any, Literal
 
+from gailkit.config.fields import GE0, GE1, GE2, GT0, LAYERS, SEED, UNIT, _Checked, _f, _rule
 from gailkit.errors import ConfigError
-
-
-class FieldError(ConfigError):
-    """One field is out of its bounds; `field` is its name within its dataclass."""
-
-    def __init__(self, field: str, says: str, value: Any):
-        super().__init__(f"'{field}' {says}, got {value!r}")
-        self.field, self.says, self.value = field, says, value
-
-
-def _rule(test, says: str) -> dict[str, Any]:
-    return {"check": (test, says)}
-
-
-GT0 = _rule(lambda v: v > 0, "must be > 0")
-GE0 = _rule(lambda v: v >= 0, "must be >= 0")
-GE1 = _rule(lambda v: v >= 1, "must be >= 1")
-GE2 = _rule(lambda v: v >= 2, "must be >= 2 (advantages are normalized over a minibatch)")
-SEED = _rule(lambda v: 0 <= v < 2**32, "must be in [0, 2**32)")
-UNIT = _rule(lambda v: 0 <= v <= 1, "must lie in [0, 1]")
-LAYERS = _rule(lambda v: all(n >= 1 for n in v), "must be a list of layer sizes >= 1")
-
-
-def _check_fields(obj: Any) -> None:
-    for f in dataclasses.fields(obj):
-        value = getattr(obj, f.name)
-        if isinstance(value, float) and not math.isfinite(value):
-            raise FieldError(f.name, "must be a finite number", value)
-        test, says = f.metadata.get("check", (None, ""))
-        if test is not None and value is not None and not test(value):
-            raise FieldError(f.name, says, value)
-
-
-class _Checked:
-    def __post_init__(self) -> None:
-        _check_fields(self)
-
-
-def _f(default: Any, meta: dict[str, Any] | None = None) -> Any:
-    if isinstance(default, (list, dict)):
-        return dataclasses.field(default_factory=lambda d=default: type(d)(d), metadata=meta or {})
-    return dataclasses.field(default=default, metadata=meta or {})
 
 
 @dataclasses.dataclass
@@ -164,10 +122,19 @@ class BCConfig(_Checked):
         if not has_actions:
             named = [k for k in ("epochs", "steps_per_round") if getattr(self, k) > 0]
             if named:
-                raise ConfigError(f"'bc.{named[0]}': behaviour cloning needs the expert's actions, and these demos have none")
+                raise ConfigError(
+                    f"'bc.{named[0]}': behaviour cloning needs the expert's actions, and these demos have none"
+                )
         epochs = max(1, min(50, 2000 // max(1, -(-n_demos // self.batch_size))))
-        auto = {"epochs": epochs, "critic_warmup_rounds": 5, "steps_per_round": 10, "anneal_steps": max(1, total_steps // 2)}
-        return dataclasses.replace(self, **{k: (v if has_actions else 0) for k, v in auto.items() if getattr(self, k) == -1})
+        auto = {
+            "epochs": epochs,
+            "critic_warmup_rounds": 5,
+            "steps_per_round": 10,
+            "anneal_steps": max(1, total_steps // 2),
+        }
+        return dataclasses.replace(
+            self, **{k: (v if has_actions else 0) for k, v in auto.items() if getattr(self, k) == -1}
+        )
 
 
 @dataclasses.dataclass
@@ -247,24 +214,34 @@ class TrainConfig(_Checked):
         """Settings that are impossible together; one line naming them."""
         p, d, fl = self.ppo, self.disc, self.fleet
         if fl.max_policy_lag and (fl.actors == 0 or fl.kind == "ray"):
-            raise ConfigError("'fleet.max_policy_lag: 1' needs actor processes ('fleet.actors' >= 1, 'fleet.kind: local')")
+            raise ConfigError(
+                "'fleet.max_policy_lag: 1' needs actor processes ('fleet.actors' >= 1, 'fleet.kind: local')"
+            )
         if fl.kind == "ray" and fl.actors == 0:
             raise ConfigError("'fleet.kind: ray' needs 'fleet.actors' >= 1 (the number of Ray actors)")
         if fl.listen and fl.actors == 0:
             raise ConfigError("'fleet.listen' needs 'fleet.actors' >= 1 (the number of fragment slots per round)")
         most = 8 * (os.cpu_count() or 1)
-        if fl.local_actors > most or (fl.local_actors == -1 and not fl.listen and fl.actors > most and fl.kind == "local"):
-            raise ConfigError(f"'fleet.local_actors': {max(fl.local_actors, fl.actors)} actor processes on a machine of "
-                              f"{os.cpu_count()} CPUs (at most {most}); use --listen and actors on other machines, or fewer")
+        if fl.local_actors > most or (
+            fl.local_actors == -1 and not fl.listen and fl.actors > most and fl.kind == "local"
+        ):
+            raise ConfigError(
+                f"'fleet.local_actors': {max(fl.local_actors, fl.actors)} actor processes on a machine of "
+                f"{os.cpu_count()} CPUs (at most {most}); use --listen and actors on other machines, or fewer"
+            )
         if self.total_envs > 4096 or self.round_steps > 1 << 24:
-            raise ConfigError(f"a round of {self.total_envs} envs x {p.n_steps} steps ({self.round_steps:,} transitions) is "
-                              "beyond what gailkit holds in memory (4,096 envs and 16,777,216 transitions at most)")
+            raise ConfigError(
+                f"a round of {self.total_envs} envs x {p.n_steps} steps ({self.round_steps:,} transitions) is "
+                "beyond what gailkit holds in memory (4,096 envs and 16,777,216 transitions at most)"
+            )
         if p.batch_size > self.round_steps:
             raise ConfigError(f"'ppo.batch_size' {p.batch_size} exceeds a round's n_steps * envs = {self.round_steps}")
         if p.use_sde:
             raise ConfigError("'ppo.use_sde': gSDE is not supported by the GAIL generator; set it to false")
         if not d.use_action and not d.use_next_state:
-            raise ConfigError("'disc.use_action' and 'disc.use_next_state' are both false: the discriminator would see only obs")
+            raise ConfigError(
+                "'disc.use_action' and 'disc.use_next_state' are both false: the discriminator would see only obs"
+            )
 
 
 @dataclasses.dataclass

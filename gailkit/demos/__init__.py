@@ -1,7 +1,7 @@
 """Demonstration files: discover, read (Arrow, Parquet, pickle, imitation datasets), validate, write.
 
-    demos.load("data/", env_id="CartPole-v1", spaces=(obs_space, act_space)) -> Demos
-    demos.save(d, "data/x.parquet")
+demos.load("data/", env_id="CartPole-v1", spaces=(obs_space, act_space)) -> Demos
+demos.save(d, "data/x.parquet")
 """
 
 from __future__ import annotations
@@ -11,25 +11,46 @@ from pathlib import Path
 import gymnasium as gym
 
 from gailkit import __version__
-from gailkit.demos import arrow_io, minari_io, pickle_io
-from gailkit.demos.core import Demos, DemoMeta, concat, describe_space, space_from_json, space_to_json
+from gailkit.demos import arrow_io, imitation_io, minari_io, pickle_io
+from gailkit.demos.core import DemoMeta, Demos, concat, describe_space, space_from_json, space_to_json
 from gailkit.demos.validate import DemoWarning, check, check_structure, fits, validate
 from gailkit.errors import DemoError, GailkitError
 
 __all__ = [
-    "Demos", "DemoMeta", "DemoError", "DemoWarning", "load", "load_file", "discover", "save",
-    "validate", "check", "summarize", "expert_reference", "strip_actions", "space_to_json", "space_from_json", "describe_space", "format_of",
+    "Demos",
+    "DemoMeta",
+    "DemoError",
+    "DemoWarning",
+    "load",
+    "load_file",
+    "discover",
+    "save",
+    "validate",
+    "check",
+    "summarize",
+    "expert_reference",
+    "strip_actions",
+    "space_to_json",
+    "space_from_json",
+    "describe_space",
+    "format_of",
 ]
 
-SUFFIXES = {".arrow": "arrow", ".feather": "arrow", ".ipc": "arrow", ".parquet": "parquet",
-            ".pkl": "pickle", ".pickle": "pickle"}
+SUFFIXES = {
+    ".arrow": "arrow",
+    ".feather": "arrow",
+    ".ipc": "arrow",
+    ".parquet": "parquet",
+    ".pkl": "pickle",
+    ".pickle": "pickle",
+}
 
 
 def format_of(path: Path) -> str | None:
     """`arrow`, `parquet`, `pickle`, `imitation-dataset`, `minari`, or None for files that are not demos."""
     if str(path).startswith(minari_io.PREFIX) or (path.is_dir() and minari_io.is_dataset(path)):
         return "minari"
-    if arrow_io.is_imitation_dataset(path):
+    if imitation_io.is_imitation_dataset(path):
         return "imitation-dataset"
     return SUFFIXES.get(path.suffix.lower()) if path.is_file() else None
 
@@ -41,15 +62,17 @@ def discover(path: str | Path) -> list[Path]:
     path = Path(path)
     if not path.exists():
         raise DemoError(f"{path}: no such file or folder")
-    if path.is_file() or arrow_io.is_imitation_dataset(path) or minari_io.is_dataset(path):
+    if path.is_file() or imitation_io.is_imitation_dataset(path) or minari_io.is_dataset(path):
         if format_of(path) is None:
-            raise DemoError(f"{path}: unknown demo format (expected {', '.join(sorted(SUFFIXES))} or an imitation dataset folder)")
+            raise DemoError(
+                f"{path}: unknown demo format (expected {', '.join(sorted(SUFFIXES))} or an imitation dataset folder)"
+            )
         return [path]
     found: list[Path] = []
     for child in sorted(path.iterdir()):
         if child.name.startswith("."):
             continue  # temp files of atomic writes, hidden files
-        if child.is_dir() and not arrow_io.is_imitation_dataset(child) and not minari_io.is_dataset(child):
+        if child.is_dir() and not imitation_io.is_imitation_dataset(child) and not minari_io.is_dataset(child):
             found.extend(discover(child))
         elif format_of(child) is not None:
             found.append(child)
@@ -66,7 +89,7 @@ def load_file(path: str | Path, unsafe_pickle: bool = False) -> Demos:
         if fmt == "pickle":
             d = pickle_io.read(path, unsafe=unsafe_pickle)
         elif fmt == "imitation-dataset":
-            d = arrow_io.read_imitation_dataset(path)
+            d = imitation_io.read_imitation_dataset(path)
         elif fmt == "minari":
             d = minari_io.read(path)
         else:
@@ -133,7 +156,9 @@ def load(
         env_id=env_id or first.env_id,
         observation_space=space_to_json(spaces[0]) if spaces else first.observation_space,
         action_space=space_to_json(spaces[1]) if spaces else first.action_space,
-        source=first.source if len(chosen) == 1 else ", ".join(sorted({c.meta.source for c in chosen if c.meta.source})) or None,
+        source=first.source
+        if len(chosen) == 1
+        else ", ".join(sorted({c.meta.source for c in chosen if c.meta.source})) or None,
         gailkit_version=first.gailkit_version,
         format=first.format if len(chosen) == 1 else "mixed",
         path=str(path),
@@ -163,7 +188,9 @@ def save(d: Demos, path: str | Path, pickle_layout: str = "dict", minari_format:
     elif SUFFIXES.get(suffix) == "pickle":
         pickle_io.write(d, path, pickle_layout)
     else:
-        raise DemoError(f"{path}: unknown output format '{suffix}' (use {', '.join(sorted(SUFFIXES))} or a folder name)")
+        raise DemoError(
+            f"{path}: unknown output format '{suffix}' (use {', '.join(sorted(SUFFIXES))} or a folder name)"
+        )
     return path
 
 
@@ -171,7 +198,9 @@ def strip_actions(d: Demos) -> Demos:
     """The same demos without actions (what learning from observation starts from)."""
     import dataclasses
 
-    return dataclasses.replace(d, acts=None, meta=dataclasses.replace(d.meta, source=f"{d.meta.source or '?'} (actions stripped)"))
+    return dataclasses.replace(
+        d, acts=None, meta=dataclasses.replace(d.meta, source=f"{d.meta.source or '?'} (actions stripped)")
+    )
 
 
 def expert_reference(d: Demos) -> tuple[float | None, str]:
@@ -201,9 +230,15 @@ def summarize(d: Demos) -> dict:
         "expert_return": d.meta.expert_return,
         "length_mean": float(lengths.mean()) if len(lengths) else 0.0,
         "length_std": float(lengths.std()) if len(lengths) else 0.0,
-        "observation_space": describe_space(d.meta.observation_space) if d.meta.observation_space
+        "observation_space": describe_space(d.meta.observation_space)
+        if d.meta.observation_space
         else f"{tuple(d.obs.shape[1:])} {d.obs.dtype} (no metadata)",
         "actions": d.acts is not None,
-        "action_space": ("no actions" if d.acts is None else describe_space(d.meta.action_space) if d.meta.action_space
-                         else f"{tuple(d.acts.shape[1:])} {d.acts.dtype} (no metadata)"),
+        "action_space": (
+            "no actions"
+            if d.acts is None
+            else describe_space(d.meta.action_space)
+            if d.meta.action_space
+            else f"{tuple(d.acts.shape[1:])} {d.acts.dtype} (no metadata)"
+        ),
     }

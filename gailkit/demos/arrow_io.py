@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from gailkit import arrow_tensors, fsutil, limits
-from gailkit.demos.core import Demos, DemoMeta, episode_columns
+from gailkit.demos.core import DemoMeta, Demos, episode_columns
 from gailkit.errors import DemoError
 
 META_KEY = b"gailkit"
@@ -42,7 +42,9 @@ def _nested_lists_to_numpy(arr: pa.Array, name: str, path: Path) -> np.ndarray:
     """Lists (of lists ...) of numbers with equal lengths per level -> one (N, d1, d2, ...) array."""
     shape = [len(arr)]
     values = arr
-    while pa.types.is_fixed_size_list(values.type) or pa.types.is_list(values.type) or pa.types.is_large_list(values.type):
+    while (
+        pa.types.is_fixed_size_list(values.type) or pa.types.is_list(values.type) or pa.types.is_large_list(values.type)
+    ):
         if values.null_count:
             raise DemoError(f"{path}: column '{name}' has null entries")
         if pa.types.is_fixed_size_list(values.type):
@@ -51,7 +53,9 @@ def _nested_lists_to_numpy(arr: pa.Array, name: str, path: Path) -> np.ndarray:
             lengths = values.value_lengths().to_numpy(zero_copy_only=False)
             if len(lengths) and (lengths != lengths[0]).any():
                 row = int(np.flatnonzero(lengths != lengths[0])[0])
-                raise DemoError(f"{path}: column '{name}' is ragged: entry {row} has {lengths[row]} values, entry 0 has {lengths[0]}")
+                raise DemoError(
+                    f"{path}: column '{name}' is ragged: entry {row} has {lengths[row]} values, entry 0 has {lengths[0]}"
+                )
             width = int(lengths[0]) if len(lengths) else 0
         shape.append(width)
         values = values.flatten()
@@ -160,8 +164,11 @@ def read(path: Path, fmt: str) -> Demos:
     missing = [c for c in _REQUIRED if c not in table.column_names]
     if missing:
         raise DemoError(f"{path}: missing column '{missing[0]}' (has: {', '.join(table.column_names)})")
-    cols = {name: _column_to_numpy(table, name, path) for name in table.column_names
-            if name in ("obs", "acts", "next_obs", "terminated", "truncated", "dones", "episode_id", "step", "rews")}
+    cols = {
+        name: _column_to_numpy(table, name, path)
+        for name in table.column_names
+        if name in ("obs", "acts", "next_obs", "terminated", "truncated", "dones", "episode_id", "step", "rews")
+    }
     return from_columns(cols, meta, path)
 
 
@@ -185,9 +192,15 @@ def from_columns(cols: dict[str, np.ndarray], meta: DemoMeta, path: Path | str) 
         episode_id, step = episode_columns(terminated | truncated)
     rews = cols.get("rews")
     return Demos(
-        obs=cols["obs"], acts=cols.get("acts"), next_obs=cols["next_obs"],
-        terminated=terminated, truncated=truncated, episode_id=episode_id, step=step,
-        rews=None if rews is None else np.asarray(rews, np.float32), meta=meta,
+        obs=cols["obs"],
+        acts=cols.get("acts"),
+        next_obs=cols["next_obs"],
+        terminated=terminated,
+        truncated=truncated,
+        episode_id=episode_id,
+        step=step,
+        rews=None if rews is None else np.asarray(rews, np.float32),
+        meta=meta,
     )
 
 
@@ -224,61 +237,3 @@ def write(demos: Demos, path: Path, fmt: str) -> None:
 # imitation's `imitation.data.serialize.save` folders: HuggingFace `datasets` Arrow stream files,
 # one row per trajectory (`obs` L+1 entries, `acts` L, `infos`, `terminal`, optional `rews`).
 # Read with pyarrow directly: `infos` are jsonpickle strings, and decoding them could run code.
-
-
-def is_imitation_dataset(path: Path) -> bool:
-    return path.is_dir() and (path / "dataset_info.json").is_file() and (path / "state.json").is_file()
-
-
-def read_imitation_dataset(path: Path) -> Demos:
-    try:
-        state = json.loads(fsutil.read_regular(path / "state.json", 1 << 20))
-        files = [path / f["filename"] for f in state["_data_files"]]
-        if not files or not all(isinstance(f["filename"], str) for f in state["_data_files"]):
-            raise ValueError("no data files listed")
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise DemoError(f"{path}: not a readable imitation dataset folder (state.json: {e})") from None
-    tables = []
-    for f in files:
-        fsutil.check_regular(fsutil.inside(f, path, "state.json names "), "state.json names ")
-        try:
-            shard = pa.memory_map(str(f), "r").read_buffer()
-            limits.check_ipc(shard, str(f))
-            table = pa.ipc.open_stream(shard).read_all()
-            table.validate(full=True)
-            tables.append(table)
-        except (pa.ArrowException, OSError) as e:
-            raise DemoError(f"{f}: truncated or corrupt dataset shard ({str(e).splitlines()[0]})") from None
-    table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-    for name in ("obs", "terminal"):
-        if name not in table.column_names:
-            raise DemoError(f"{path}: dataset has no column '{name}' (has: {', '.join(table.column_names)})")
-    obs_lists = table.column("obs").combine_chunks()
-    obs_len = obs_lists.value_lengths().to_numpy(zero_copy_only=False)
-    act_lists = table.column("acts").combine_chunks() if "acts" in table.column_names else None  # absent: no actions
-    act_len = obs_len - 1 if act_lists is None else act_lists.value_lengths().to_numpy(zero_copy_only=False)
-    bad = np.flatnonzero(obs_len != act_len + 1)
-    if len(bad):
-        t = int(bad[0])
-        raise DemoError(f"{path}: trajectory {t} has {obs_len[t]} obs for {act_len[t]} acts (needs acts + 1)")
-    all_obs = _nested_lists_to_numpy(obs_lists.flatten(), "obs", path)
-    acts = None if act_lists is None else _nested_lists_to_numpy(act_lists.flatten(), "acts", path)
-    terminal = table.column("terminal").to_numpy(zero_copy_only=False).astype(bool)
-    # Row r of trajectory t: obs index = offset_t + r; next_obs = offset_t + r + 1.
-    obs_offsets = np.concatenate([[0], np.cumsum(obs_len)[:-1]])
-    lengths = act_len.astype(np.int64)
-    idx = np.concatenate([np.arange(o, o + n) for o, n in zip(obs_offsets, lengths)]) if len(lengths) else np.zeros(0, np.int64)
-    episode_id = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
-    step = idx - np.repeat(obs_offsets, lengths)
-    last = np.zeros(len(idx), bool)
-    last[np.cumsum(lengths)[lengths > 0] - 1] = True
-    ep_terminal = np.repeat(terminal, lengths)
-    rews = None
-    if "rews" in table.column_names:
-        rews = table.column("rews").combine_chunks().flatten().to_numpy(zero_copy_only=False).astype(np.float32)
-    meta = DemoMeta(format="imitation-dataset", path=str(path))
-    return Demos(
-        obs=all_obs[idx], acts=acts, next_obs=all_obs[idx + 1],
-        terminated=last & ep_terminal, truncated=last & ~ep_terminal,
-        episode_id=episode_id, step=step, rews=rews, meta=meta,
-    )

@@ -55,16 +55,29 @@ class DemoMeta:
             value = d.get(key)
             if value is None:
                 continue
-            if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)) \
-                    or (isinstance(value, float) and not math.isfinite(value)):
-                raise DemoError(f"{path}: metadata field '{key}' is {value!r}, expected a {getattr(kind, '__name__', 'number')}")
+            if (
+                not isinstance(value, kind)
+                or (kind is not bool and isinstance(value, bool))
+                or (isinstance(value, float) and not math.isfinite(value))
+            ):
+                raise DemoError(
+                    f"{path}: metadata field '{key}' is {value!r}, expected a {getattr(kind, '__name__', 'number')}"
+                )
             out[key] = value
         return cls(**out, format=fmt, path=path)
 
 
-_META_TYPES: dict[str, Any] = {"env_id": str, "observation_space": dict, "action_space": dict, "source": str,
-                               "gailkit_version": str, "expert_return": (int, float), "expert_return_std": (int, float),
-                               "expert_episodes": int, "sampled": bool}
+_META_TYPES: dict[str, Any] = {
+    "env_id": str,
+    "observation_space": dict,
+    "action_space": dict,
+    "source": str,
+    "gailkit_version": str,
+    "expert_return": (int, float),
+    "expert_return_std": (int, float),
+    "expert_episodes": int,
+    "sampled": bool,
+}
 
 
 @dataclasses.dataclass
@@ -131,7 +144,11 @@ def episode_columns(dones: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     dones = np.asarray(dones, dtype=bool)
     ends = np.concatenate([[0], np.cumsum(dones)[:-1]]) if len(dones) else np.zeros(0, np.int64)
     episode_id = ends.astype(np.int64)
-    starts = np.flatnonzero(np.concatenate([[True], episode_id[1:] != episode_id[:-1]])) if len(dones) else []
+    starts = (
+        np.flatnonzero(np.concatenate([[True], episode_id[1:] != episode_id[:-1]]))
+        if len(dones)
+        else np.zeros(0, np.int64)
+    )
     step = np.arange(len(dones), dtype=np.int64)
     if len(dones):
         step -= np.repeat(starts, np.diff(np.append(starts, len(dones))))
@@ -181,8 +198,13 @@ def _unbound(v: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
 
 def space_to_json(space: gym.Space) -> dict[str, Any]:
     if isinstance(space, gym.spaces.Box):
-        return {"type": "Box", "shape": list(space.shape), "dtype": str(space.dtype),
-                "low": _bound(space.low), "high": _bound(space.high)}
+        return {
+            "type": "Box",
+            "shape": list(space.shape),
+            "dtype": str(space.dtype),
+            "low": _bound(space.low),
+            "high": _bound(space.high),
+        }
     if isinstance(space, gym.spaces.Discrete):
         return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
     if isinstance(space, gym.spaces.MultiDiscrete):

@@ -19,8 +19,10 @@ def _imitation(what: str):
     try:
         from imitation.data import serialize, types
     except ImportError:
-        raise DemoError(f"writing {what} needs imitation: pip install 'gailkit[imitation]' "
-                        "(in an environment of its own: it pins gymnasium 0.29)") from None
+        raise DemoError(
+            f"writing {what} needs imitation: pip install 'gailkit[imitation]' "
+            "(in an environment of its own: it pins gymnasium 0.29)"
+        ) from None
     return serialize, types
 
 

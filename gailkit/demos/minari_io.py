@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from gailkit import fsutil, limits
-from gailkit.demos.core import Demos, DemoMeta, space_from_json, space_to_json
+from gailkit.demos.core import DemoMeta, Demos, space_from_json, space_to_json
 from gailkit.errors import DemoError, GailkitError
 
 PREFIX = "minari:"
@@ -34,13 +34,15 @@ def resolve(spec: str | Path) -> Path:
     """`minari:ID` -> its data folder in the local root; a dataset folder -> its data folder."""
     text = str(spec)
     if text.startswith(PREFIX):
-        dataset_id = text[len(PREFIX):]
+        dataset_id = text[len(PREFIX) :]
         if not dataset_id or dataset_id.startswith(("/", "~")) or ".." in Path(dataset_id).parts:
             raise DemoError(f"{text}: a Minari dataset id is a name inside the local root, like hopper/expert-v0")
         path = fsutil.inside(root() / dataset_id / "data", root(), f"{text}: ")
         if not (path / "metadata.json").is_file():
-            raise DemoError(f"{text}: no such dataset in the local Minari root {root()} (gailkit reads offline: "
-                            "copy the dataset there, or pass its folder)")
+            raise DemoError(
+                f"{text}: no such dataset in the local Minari root {root()} (gailkit reads offline: "
+                "copy the dataset there, or pass its folder)"
+            )
         return path
     path = Path(spec)
     return path / "data" if (path / "data" / "metadata.json").is_file() else path
@@ -66,10 +68,18 @@ def _metadata(data: Path) -> dict[str, Any]:
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise DemoError(f"{data}: not a readable Minari dataset (metadata.json: {type(e).__name__}: {e})") from None
     if meta.get("jpeg_encoding") and len(obs_space.shape or ()) == 3:
-        raise DemoError(f"{data}: JPEG-encoded image observations are not supported; write the dataset with jpeg_encoding=False")
+        raise DemoError(
+            f"{data}: JPEG-encoded image observations are not supported; write the dataset with jpeg_encoding=False"
+        )
     env_id = spec.get("id") if isinstance(spec, dict) and isinstance(spec.get("id"), str) else None
-    return {"format": meta.get("data_format"), "obs_space": obs_space, "act_space": act_space, "env_id": env_id,
-            "dataset_id": meta.get("dataset_id"), "episodes": meta.get("total_episodes")}
+    return {
+        "format": meta.get("data_format"),
+        "obs_space": obs_space,
+        "act_space": act_space,
+        "env_id": env_id,
+        "dataset_id": meta.get("dataset_id"),
+        "episodes": meta.get("total_episodes"),
+    }
 
 
 def peek_env_id(path: str | Path) -> str | None:
@@ -91,7 +101,9 @@ def read(path: str | Path) -> Demos:
         raise DemoError(f"{data}: Minari storage {meta['format']!r} is not supported (hdf5 and arrow are)")
     if not episodes:
         raise DemoError(f"{data}: a Minari dataset with no episodes")
-    cols: dict[str, list] = {k: [] for k in ("obs", "acts", "next_obs", "terminated", "truncated", "rews", "episode_id", "step")}
+    cols: dict[str, list] = {
+        k: [] for k in ("obs", "acts", "next_obs", "terminated", "truncated", "rews", "episode_id", "step")
+    }
     for i, ep in enumerate(episodes):
         obs, n = ep["observations"], len(ep["actions"])
         if len(obs) != n + 1:
@@ -104,12 +116,25 @@ def read(path: str | Path) -> Demos:
         cols["episode_id"].append(np.full(n, i, np.int64))
         cols["step"].append(np.arange(n, dtype=np.int64))
     out = {k: np.concatenate(v) for k, v in cols.items()}
-    dm = DemoMeta(env_id=meta["env_id"], observation_space=space_to_json(meta["obs_space"]),
-                  action_space=space_to_json(meta["act_space"]), source=f"minari:{meta['dataset_id']}",
-                  format=f"minari-{meta['format']}", path=str(path))
-    return Demos(obs=out["obs"], acts=out["acts"], next_obs=out["next_obs"], terminated=out["terminated"].astype(bool),
-                 truncated=out["truncated"].astype(bool), episode_id=out["episode_id"], step=out["step"],
-                 rews=out["rews"].astype(np.float32), meta=dm)
+    dm = DemoMeta(
+        env_id=meta["env_id"],
+        observation_space=space_to_json(meta["obs_space"]),
+        action_space=space_to_json(meta["act_space"]),
+        source=f"minari:{meta['dataset_id']}",
+        format=f"minari-{meta['format']}",
+        path=str(path),
+    )
+    return Demos(
+        obs=out["obs"],
+        acts=out["acts"],
+        next_obs=out["next_obs"],
+        terminated=out["terminated"].astype(bool),
+        truncated=out["truncated"].astype(bool),
+        episode_id=out["episode_id"],
+        step=out["step"],
+        rews=out["rews"].astype(np.float32),
+        meta=dm,
+    )
 
 
 def _read_hdf5(data: Path) -> list[dict[str, np.ndarray]]:
@@ -120,12 +145,19 @@ def _read_hdf5(data: Path) -> list[dict[str, np.ndarray]]:
     try:
         with h5py.File(fsutil.check_regular(data / "main_data.hdf5"), "r") as f:
             names = sorted((k for k in f.keys() if k.startswith("episode_")), key=lambda k: int(k.split("_")[1]))
-            return [{k: _dataset(f[name], k, data) for k in ("observations", "actions", "rewards", "terminations", "truncations")}
-                    for name in names]
+            return [
+                {
+                    k: _dataset(f[name], k, data)
+                    for k in ("observations", "actions", "rewards", "terminations", "truncations")
+                }
+                for name in names
+            ]
     except GailkitError:
         raise
     except Exception as e:  # noqa: BLE001 - h5py raises many types for crafted files; all mean unreadable
-        raise DemoError(f"{data}: main_data.hdf5 is not a readable Minari file ({type(e).__name__}: {str(e)[:200]})") from None
+        raise DemoError(
+            f"{data}: main_data.hdf5 is not a readable Minari file ({type(e).__name__}: {str(e)[:200]})"
+        ) from None
 
 
 def _dataset(group: Any, key: str, data: Path) -> np.ndarray:
@@ -134,8 +166,10 @@ def _dataset(group: Any, key: str, data: Path) -> np.ndarray:
     if not hasattr(item, "shape"):
         raise DemoError(f"{data}: '{key}' is a group (Dict or Tuple spaces are not supported)")
     if item.external or item.is_virtual:  # storage in other files: they could be anything on this machine
-        raise DemoError(f"{where}: stored in {'external files' if item.external else 'other files (a virtual dataset)'}; "
-                        "gailkit reads only data inside the dataset's own file")
+        raise DemoError(
+            f"{where}: stored in {'external files' if item.external else 'other files (a virtual dataset)'}; "
+            "gailkit reads only data inside the dataset's own file"
+        )
     if item.dtype.kind not in "biuf":
         raise DemoError(f"{where}: dtype {item.dtype} is not numeric")
     declared = int(np.prod(item.shape, dtype=np.float64)) * item.dtype.itemsize
@@ -163,8 +197,11 @@ def _read_arrow(data: Path) -> list[dict[str, np.ndarray]]:
             if key not in table.column_names:
                 raise DemoError(f"{folder}: no column '{key}'")
             col = table.column(key).combine_chunks()
-            ep[key] = _nested_lists_to_numpy(col, key, folder) if pa.types.is_list(col.type) or \
-                pa.types.is_fixed_size_list(col.type) else col.to_numpy(zero_copy_only=False)
+            ep[key] = (
+                _nested_lists_to_numpy(col, key, folder)
+                if pa.types.is_list(col.type) or pa.types.is_fixed_size_list(col.type)
+                else col.to_numpy(zero_copy_only=False)
+            )
         n = len(ep["observations"]) - 1  # actions, rewards and flags carry a dummy last row
         episodes.append({k: (v if k == "observations" else v[:n]) for k, v in ep.items()})
     return episodes
@@ -179,23 +216,34 @@ def write(demos: Demos, spec: str, data_format: str = "hdf5") -> Path:
         raise DemoError("writing Minari datasets needs minari: pip install 'gailkit[minari]'") from None
     if demos.acts is None:
         raise DemoError("Minari datasets hold actions; these demos have none")
-    dataset_id = spec[len(PREFIX):]
+    dataset_id = spec[len(PREFIX) :]
     from minari.dataset.minari_dataset import parse_dataset_id
 
     try:
         parse_dataset_id(dataset_id)
     except ValueError:
-        raise DemoError(f"{spec}: not a Minari dataset id (NAMESPACE/NAME-vN or NAME-vN, e.g. hopper/expert-v0)") from None
+        raise DemoError(
+            f"{spec}: not a Minari dataset id (NAMESPACE/NAME-vN or NAME-vN, e.g. hopper/expert-v0)"
+        ) from None
     if ".." in Path(dataset_id).parts or dataset_id.startswith("/"):
         raise DemoError(f"{spec}: a Minari dataset id is a name inside the local root, like hopper/expert-v0")
+    if demos.meta.observation_space is None or demos.meta.action_space is None:
+        raise DemoError(f"{spec}: these demos name no spaces; Minari datasets need them")
     obs_space, act_space = space_from_json(demos.meta.observation_space), space_from_json(demos.meta.action_space)
     bounds = demos.episode_bounds()
     rews = demos.rews if demos.rews is not None else np.zeros(len(demos), np.float32)
-    buffers = [EpisodeBuffer(id=i, observations=np.concatenate([demos.obs[a:b], demos.next_obs[b - 1:b]]),
-                             actions=np.asarray(demos.acts[a:b]), rewards=np.asarray(rews[a:b], np.float64),
-                             terminations=np.asarray(demos.terminated[a:b]), truncations=np.asarray(demos.truncated[a:b]),
-                             infos={})
-               for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
+    buffers = [
+        EpisodeBuffer(
+            id=i,
+            observations=np.concatenate([demos.obs[a:b], demos.next_obs[b - 1 : b]]),
+            actions=np.asarray(demos.acts[a:b]),
+            rewards=np.asarray(rews[a:b], np.float64),
+            terminations=np.asarray(demos.terminated[a:b]),
+            truncations=np.asarray(demos.truncated[a:b]),
+            infos={},
+        )
+        for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))
+    ]
     if (root() / dataset_id).exists():
         raise DemoError(f"{spec}: already in the local Minari root {root()}; choose another id or remove it")
     import gymnasium as gym
@@ -203,9 +251,16 @@ def write(demos: Demos, spec: str, data_format: str = "hdf5") -> Path:
     # Minari records an env by making it: registry ids only (callers import the project's envs/ first), no code.
     env = gym.spec(demos.meta.env_id) if demos.meta.env_id in gym.registry else None
     try:
-        minari.create_dataset_from_buffers(dataset_id, buffers, env=env, observation_space=obs_space,
-                                           action_space=act_space, algorithm_name=demos.meta.source or "gailkit",
-                                           data_format=data_format, description=f"env {demos.meta.env_id}")
+        minari.create_dataset_from_buffers(
+            dataset_id,
+            buffers,
+            env=env,
+            observation_space=obs_space,
+            action_space=act_space,
+            algorithm_name=demos.meta.source or "gailkit",
+            data_format=data_format,
+            description=f"env {demos.meta.env_id}",
+        )
     except BaseException as e:
         import shutil
 

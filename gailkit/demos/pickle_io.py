@@ -17,7 +17,7 @@ import numpy as np
 
 from gailkit import fsutil, limits
 from gailkit.demos.arrow_io import from_columns
-from gailkit.demos.core import Demos, DemoMeta
+from gailkit.demos.core import DemoMeta, Demos
 from gailkit.demos.unpickler import RECORDS, RefusedGlobal, RestrictedUnpickler, peek_env_id
 from gailkit.errors import DemoError
 
@@ -57,7 +57,7 @@ def read(path: Path, unsafe: bool = False) -> Demos:
         if all(_is_trajectory(t) for t in obj):
             return _from_trajectories(list(obj), path)
         if all(isinstance(t, dict) for t in obj):
-            return _from_step_dicts(obj, path)
+            return _from_step_dicts(list(obj), path)
         kinds = sorted({type(t).__name__ for t in obj})
         raise DemoError(f"{path}: a list of {', '.join(kinds)}; expected imitation trajectories or per-step dicts")
     raise DemoError(f"{path}: holds a {type(obj).__name__}; expected trajectories, Transitions or a dict of arrays")
@@ -85,11 +85,18 @@ def _from_dict(d: dict, path: Path) -> Demos:
     for key in ("obs", "next_obs"):  # `acts` may be absent: demos without actions
         if key not in d:
             raise DemoError(f"{path}: dict has no key '{key}' (has: {', '.join(map(str, d))})")
-    cols = {k: _array(v, k, path) for k, v in d.items() if v is not None
-            and k in ("obs", "acts", "next_obs", "dones", "terminated", "truncated", "rews", "episode_id", "step")}
+    cols = {
+        k: _array(v, k, path)
+        for k, v in d.items()
+        if v is not None
+        and k in ("obs", "acts", "next_obs", "dones", "terminated", "truncated", "rews", "episode_id", "step")
+    }
     meta_d = d.get("metadata")
-    meta = DemoMeta.from_json(meta_d, "pickle/dict", str(path)) if isinstance(meta_d, dict) else DemoMeta(
-        format="pickle/dict", path=str(path))
+    meta = (
+        DemoMeta.from_json(meta_d, "pickle/dict", str(path))
+        if isinstance(meta_d, dict)
+        else DemoMeta(format="pickle/dict", path=str(path))
+    )
     return from_columns(cols, meta, path)
 
 
@@ -106,8 +113,13 @@ def _truncated_from_infos(infos: Any, dones: np.ndarray) -> np.ndarray:
 def _from_transitions(t: Any, path: Path) -> Demos:
     dones = _array(t.dones, "dones", path).astype(bool)
     truncated = _truncated_from_infos(getattr(t, "infos", None), dones)
-    cols = {"obs": _array(t.obs, "obs", path), "acts": None if t.acts is None else _array(t.acts, "acts", path),
-            "next_obs": _array(t.next_obs, "next_obs", path), "terminated": dones & ~truncated, "truncated": truncated}
+    cols = {
+        "obs": _array(t.obs, "obs", path),
+        "acts": None if t.acts is None else _array(t.acts, "acts", path),
+        "next_obs": _array(t.next_obs, "next_obs", path),
+        "terminated": dones & ~truncated,
+        "truncated": truncated,
+    }
     if getattr(t, "rews", None) is not None:
         cols["rews"] = _array(t.rews, "rews", path)
     return from_columns(cols, DemoMeta(format="pickle/transitions", path=str(path)), path)
@@ -137,11 +149,16 @@ def _from_trajectories(trajs: list, path: Path) -> Demos:
             if len(r) != n:
                 raise DemoError(f"{path}: trajectory {i} has {len(r)} rews for {n} acts")
             rews.append(r)
-    cols = {"obs": np.concatenate(obs), "next_obs": np.concatenate(next_obs),
-            "terminated": np.concatenate(term), "truncated": np.concatenate(trunc),
-            "episode_id": np.concatenate(ep), "step": np.concatenate(step)}
+    cols = {
+        "obs": np.concatenate(obs),
+        "next_obs": np.concatenate(next_obs),
+        "terminated": np.concatenate(term),
+        "truncated": np.concatenate(trunc),
+        "episode_id": np.concatenate(ep),
+        "step": np.concatenate(step),
+    }
     if all(a is not None for a in acts):
-        cols["acts"] = np.concatenate(acts)
+        cols["acts"] = np.concatenate([a for a in acts if a is not None])
     if with_rews:
         cols["rews"] = np.concatenate(rews)
     return from_columns(cols, DemoMeta(format="pickle/trajectories", path=str(path)), path)

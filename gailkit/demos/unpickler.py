@@ -17,6 +17,7 @@ from __future__ import annotations
 import builtins
 import collections
 import copyreg
+import functools
 import pickle
 import pickletools
 from collections.abc import Callable
@@ -64,6 +65,7 @@ _DTYPE_CLASSES = (
 
 def _numpy(*paths: str) -> Callable[[], Any]:
     """Resolve the first of `module:attr` paths that exists (numpy 2 moved `numpy.core` to `numpy._core`)."""
+
     def resolve() -> Any:
         import importlib
 
@@ -78,24 +80,32 @@ def _numpy(*paths: str) -> Callable[[], Any]:
     return resolve
 
 
+def _same(value: Any) -> Any:
+    return value
+
+
 def _allowed() -> dict[tuple[str, str], Callable[[], Any]]:
     table: dict[tuple[str, str], Callable[[], Any]] = {}
     for core in ("numpy.core", "numpy._core"):
         for name in ("_reconstruct", "scalar"):
-            table[(f"{core}.multiarray", name)] = _numpy(f"numpy._core.multiarray:{name}", f"numpy.core.multiarray:{name}")
-        table[(f"{core}.numeric", "_frombuffer")] = _numpy("numpy._core.numeric:_frombuffer", "numpy.core.numeric:_frombuffer")
+            table[(f"{core}.multiarray", name)] = _numpy(
+                f"numpy._core.multiarray:{name}", f"numpy.core.multiarray:{name}"
+            )
+        table[(f"{core}.numeric", "_frombuffer")] = _numpy(
+            "numpy._core.numeric:_frombuffer", "numpy.core.numeric:_frombuffer"
+        )
     table[("numpy", "ndarray")] = lambda: np.ndarray
     table[("numpy", "dtype")] = lambda: np.dtype
     for name in _DTYPE_CLASSES:
         table[("numpy.dtypes", name)] = _numpy(f"numpy.dtypes:{name}")
     for name in ("dict", "list", "tuple", "set", "frozenset", "bytearray", "complex", "slice", "object"):
         for module in ("builtins", "__builtin__"):  # protocols 0-2 write Python 2's names
-            table[(module, name)] = lambda n=name: getattr(builtins, n)
+            table[(module, name)] = functools.partial(getattr, builtins, name)
     table[("collections", "OrderedDict")] = lambda: collections.OrderedDict
     table[("copyreg", "_reconstructor")] = table[("copy_reg", "_reconstructor")] = lambda: copyreg._reconstructor
     table[("_codecs", "encode")] = lambda: __import__("_codecs").encode
     for name, cls in RECORDS.items():
-        table[("imitation.data.types", name)] = lambda c=cls: c
+        table[("imitation.data.types", name)] = functools.partial(_same, cls)
     return table
 
 
@@ -141,12 +151,12 @@ def peek_env_id(path: Path) -> str | None:
             if op.name in strings:
                 value = arg
             elif op.name in ("BINGET", "LONG_BINGET", "GET"):
-                value = memo.get(int(arg), object())
+                value = memo.get(int(arg or 0), object())
             elif op.name == "MEMOIZE":
                 memo[len(memo)] = last
                 continue
             elif op.name in ("BINPUT", "LONG_BINPUT", "PUT"):
-                memo[int(arg)] = last
+                memo[int(arg or 0)] = last
                 continue
             if previous == "env_id" and isinstance(value, str):
                 return value

@@ -31,7 +31,9 @@ def check_structure(d: Demos) -> None:
         if len(arr) != n:
             raise DemoError(f"{where}: column '{name}' has {len(arr)} rows, 'obs' has {n} (ragged columns)")
     if d.obs.shape != d.next_obs.shape:
-        raise DemoError(f"{where}: column 'next_obs' has shape {d.next_obs.shape[1:]} per row, 'obs' has {d.obs.shape[1:]}")
+        raise DemoError(
+            f"{where}: column 'next_obs' has shape {d.next_obs.shape[1:]} per row, 'obs' has {d.obs.shape[1:]}"
+        )
     new_episode = np.concatenate([[True], d.episode_id[1:] != d.episode_id[:-1]])
     expected_step = np.where(new_episode, 0, np.concatenate([[0], d.step[:-1] + 1]))
     bad = d.step != expected_step
@@ -49,7 +51,9 @@ def check_structure(d: Demos) -> None:
     early = d.dones & ~last
     if early.any():
         r = _first(early)
-        raise DemoError(f"{where}: row {r} ends its episode (terminated/truncated) but episode {d.episode_id[r]} goes on")
+        raise DemoError(
+            f"{where}: row {r} ends its episode (terminated/truncated) but episode {d.episode_id[r]} goes on"
+        )
 
 
 def _check_finite(arr: np.ndarray, column: str, where: str) -> None:
@@ -64,7 +68,9 @@ def _check_against(arr: np.ndarray, space: gym.Space, column: str, where: str) -
     """Shape, dtype and range of one column against `space`; returns it cast to the space's dtype."""
     want = shape_of(space)
     if tuple(arr.shape[1:]) != want:
-        raise DemoError(f"{where}: column '{column}' has shape {tuple(arr.shape[1:])} per row, the env's space {space} has {want}")
+        raise DemoError(
+            f"{where}: column '{column}' has shape {tuple(arr.shape[1:])} per row, the env's space {space} has {want}"
+        )
     if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
         raise DemoError(f"{where}: column '{column}' has dtype {arr.dtype}, expected numbers for {space}")
     _check_finite(arr, column, where)
@@ -89,11 +95,15 @@ def _check_against(arr: np.ndarray, space: gym.Space, column: str, where: str) -
             count = int(bad.reshape(len(bad), -1).any(axis=1).sum())
             warnings.warn(
                 f"{where}: column '{column}': {count} of {len(arr)} rows outside the env's bounds "
-                f"(first at row {_first(bad)})" + ("; they are clipped when used as actions" if column == "acts" else ""),
-                DemoWarning, stacklevel=3,
+                f"(first at row {_first(bad)})"
+                + ("; they are clipped when used as actions" if column == "acts" else ""),
+                DemoWarning,
+                stacklevel=3,
             )
         return out
-    raise DemoError(f"{where}: the env's space {space} is not supported (Box, Discrete, MultiDiscrete, MultiBinary are)")
+    raise DemoError(
+        f"{where}: the env's space {space} is not supported (Box, Discrete, MultiDiscrete, MultiBinary are)"
+    )
 
 
 def validate(d: Demos, observation_space: gym.Space, action_space: gym.Space) -> Demos:
@@ -111,7 +121,8 @@ def validate(d: Demos, observation_space: gym.Space, action_space: gym.Space) ->
 def fits(d: Demos, observation_space: gym.Space, action_space: gym.Space) -> bool:
     """Whether the per-row shapes match the spaces (used to pick files without env metadata)."""
     return tuple(d.obs.shape[1:]) == shape_of(observation_space) and (
-        d.acts is None or tuple(d.acts.shape[1:]) == shape_of(action_space))
+        d.acts is None or tuple(d.acts.shape[1:]) == shape_of(action_space)
+    )
 
 
 def check(d: Demos, spaces: tuple[gym.Space, gym.Space] | None = None) -> Demos:

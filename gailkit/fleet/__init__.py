@@ -81,8 +81,12 @@ def actor_spec(cfg: TrainConfig) -> ActorSpec:
     return ActorSpec(env=cfg.env, ppo=cfg.ppo, normalize_obs=cfg.normalize_obs, n_envs=n_envs, seed=cfg.seed)
 
 
-def make_fleet(cfg: TrainConfig, spaces: tuple[gym.Space, gym.Space], interrupt: threading.Event | None = None,
-               allow_code: bool = True) -> Fleet:
+def make_fleet(
+    cfg: TrainConfig,
+    spaces: tuple[gym.Space, gym.Space],
+    interrupt: threading.Event | None = None,
+    allow_code: bool = True,
+) -> Fleet:
     """The fleet the settings ask for (nothing starts until `start()`)."""
     spec, fl = actor_spec(cfg), cfg.fleet
     if fl.actors == 0:

@@ -45,8 +45,15 @@ class _RayActor:
 
 
 class RayFleet:
-    def __init__(self, spec: ActorSpec, cfg: FleetConfig, spaces: tuple[gym.Space, gym.Space],
-                 interrupt: Any = None, allow_code: bool = True, max_restarts: int = 5):
+    def __init__(
+        self,
+        spec: ActorSpec,
+        cfg: FleetConfig,
+        spaces: tuple[gym.Space, gym.Space],
+        interrupt: Any = None,
+        allow_code: bool = True,
+        max_restarts: int = 5,
+    ):
         self.spec, self.cfg, self.spaces, self.interrupt, self.allow_code = spec, cfg, spaces, interrupt, allow_code
         self.n_slots, self.max_restarts = cfg.actors, max_restarts
         self.n_envs = cfg.actors * spec.n_envs
@@ -100,7 +107,9 @@ class RayFleet:
                 self.restarts += 1  # Ray restarts the actor (max_restarts); collect the slot again
                 if self.restarts > self.max_restarts * self.n_slots:
                     last = [line for line in str(e).splitlines() if "Error" in line][-1:] or [str(e)[:200]]
-                    raise FleetError(f"Ray actors died {self.restarts} times; giving up (last: {last[0].strip()})") from None
+                    raise FleetError(
+                        f"Ray actors died {self.restarts} times; giving up (last: {last[0].strip()})"
+                    ) from None
                 futures[self.actors[slot].collect.remote(ref, weights.version, n_steps)] = slot
                 continue
             try:
@@ -111,16 +120,22 @@ class RayFleet:
             except (ProtocolError, BadFragment):
                 self.dropped += 1
                 if self.dropped > self.cfg.max_bad_fragments * self.n_slots:
-                    raise FleetError(f"Ray actors sent {self.dropped} fragments that do not fit the run; giving up") from None
+                    raise FleetError(
+                        f"Ray actors sent {self.dropped} fragments that do not fit the run; giving up"
+                    ) from None
                 futures[self.actors[slot].collect.remote(ref, weights.version, n_steps)] = slot
                 continue
             results[slot] = frag
             last_progress = time.monotonic()
         wait = time.monotonic() - start
-        self.stats = {"actors/live": float(self.n_slots), "actors/restarts": float(self.restarts),
-                      "actors/dropped": float(self.dropped), "actors/wait_s": wait,
-                      "actors/sample_s": max(f.sample_seconds for f in results.values()),
-                      "actors/fragments_per_s": self.n_slots / wait}
+        self.stats = {
+            "actors/live": float(self.n_slots),
+            "actors/restarts": float(self.restarts),
+            "actors/dropped": float(self.dropped),
+            "actors/wait_s": wait,
+            "actors/sample_s": max(f.sample_seconds for f in results.values()),
+            "actors/fragments_per_s": self.n_slots / wait,
+        }
         return [results[s] for s in range(self.n_slots)]
 
     def state(self) -> dict[str, Any]:
@@ -152,5 +167,7 @@ def probe(address: str, timeout: float = 10.0) -> None:
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
     except OSError as e:
-        raise FleetError(f"--ray-address {address}: nothing answers there within {timeout:.0f} s "
-                         f"({e.strerror or type(e).__name__}); is the cluster's head started (ray start --head)?") from None
+        raise FleetError(
+            f"--ray-address {address}: nothing answers there within {timeout:.0f} s "
+            f"({e.strerror or type(e).__name__}); is the cluster's head started (ray start --head)?"
+        ) from None

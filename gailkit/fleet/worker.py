@@ -26,9 +26,15 @@ from gailkit.wire import Header, Kind, ProtocolError
 NO_RUN = bytes(16)
 
 
-def run_actor(connect: str, key_file: str | None = None, actor_id: int = -1, parent_pid: int | None = None,
-              learner_timeout: float = 300.0, allowed_env: str | None = None,
-              log: Callable[[str], None] = print) -> int:
+def run_actor(
+    connect: str,
+    key_file: str | None = None,
+    actor_id: int = -1,
+    parent_pid: int | None = None,
+    learner_timeout: float = 300.0,
+    allowed_env: str | None = None,
+    log: Callable[[str], None] = print,
+) -> int:
     import torch as th
 
     th.set_num_threads(1)  # one core per actor: actors scale by processes, not threads
@@ -49,8 +55,17 @@ def run_actor(connect: str, key_file: str | None = None, actor_id: int = -1, par
         last_sent = time.monotonic()
 
     def hello() -> None:
-        say(Kind.HELLO, body=wire.encode_json({"actor_id": my_id, "host": socket.gethostname(), "pid": os.getpid(),
-                                               "token": os.environ.get("GAILKIT_ACTOR_TOKEN", "")}))
+        say(
+            Kind.HELLO,
+            body=wire.encode_json(
+                {
+                    "actor_id": my_id,
+                    "host": socket.gethostname(),
+                    "pid": os.getpid(),
+                    "token": os.environ.get("GAILKIT_ACTOR_TOKEN", ""),
+                }
+            ),
+        )
 
     def heartbeat() -> None:
         if time.monotonic() - last_sent >= heartbeat_s:

@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import os
 import hmac
-import secrets
+import os
 import subprocess
-import sys
 import threading
 import time
 from typing import Any
@@ -33,6 +31,7 @@ from gailkit import transport, wire
 from gailkit.actor import ActorSpec
 from gailkit.config import FleetConfig
 from gailkit.fleet import FleetError, Interrupted
+from gailkit.fleet.local import spawn_actor
 from gailkit.fragments import BadFragment, Fragment, FragmentSpec, Weights
 from gailkit.wire import Header, Kind, ProtocolError
 
@@ -48,15 +47,16 @@ class _Peer:
     slot_at: float = 0.0
 
 
-# The actor process's entry point. `python -m` and `-c` put the current folder first on sys.path,
-# where a folder named like an installed package (envs/, gailkit/) would be imported in its place:
-# the actor drops that entry and imports what the learner's installation has.
-_ACTOR_MAIN = "import sys; del sys.path[0]; from gailkit.cli import main; sys.exit(main())"
-
-
 class ZmqFleet:
-    def __init__(self, spec: ActorSpec, cfg: FleetConfig, spaces: tuple[gym.Space, gym.Space],
-                 interrupt: threading.Event | None = None, allow_code: bool = True, heartbeat_s: float = 1.0):
+    def __init__(
+        self,
+        spec: ActorSpec,
+        cfg: FleetConfig,
+        spaces: tuple[gym.Space, gym.Space],
+        interrupt: threading.Event | None = None,
+        allow_code: bool = True,
+        heartbeat_s: float = 1.0,
+    ):
         self.spec, self.cfg, self.spaces, self.interrupt = spec, cfg, spaces, interrupt
         self.allow_code = allow_code
         self.n_slots = cfg.actors
@@ -86,17 +86,8 @@ class ZmqFleet:
     def _spawn(self) -> subprocess.Popen:
         actor_id = self._next_id
         self._next_id += 1
-        connect = self.address.replace("0.0.0.0", "127.0.0.1")
-        cmd = [sys.executable, "-c", _ACTOR_MAIN, "actor", "--connect", connect, "--actor-id", str(actor_id),
-               "--parent-pid", str(os.getpid())]
-        if self.cfg.key_file:
-            cmd += ["--key-file", str(self.cfg.key_file)]
-        if self.allow_code and ":" in self.spec.env.id:
-            cmd += ["--env", self.spec.env.id]  # the user typed this code env: the actor may load it
-        token = secrets.token_hex(16)
-        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", GAILKIT_ACTOR_TOKEN=token)
-        proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL)
-        proc.actor_id, proc.token = actor_id, token  # type: ignore[attr-defined]
+        code_env = self.spec.env.id if self.allow_code and ":" in self.spec.env.id else None  # typed by the user
+        proc = spawn_actor(self.address.replace("0.0.0.0", "127.0.0.1"), actor_id, self.cfg.key_file, code_env)
         self.procs.append(proc)
         self._unclaimed.add(actor_id)
         return proc
@@ -147,7 +138,9 @@ class ZmqFleet:
             proc = next((p for p in self.procs if getattr(p, "actor_id", None) == wanted), None)
             if proc is not None and not hmac.compare_digest(token.encode(), proc.token.encode()):  # type: ignore[attr-defined]
                 proc, wanted = None, -1
-            taken = {p.actor_id for p in self.peers.values()} | {getattr(p, "actor_id", None) for p in self.procs if p is not proc}
+            taken = {p.actor_id for p in self.peers.values()} | {
+                getattr(p, "actor_id", None) for p in self.procs if p is not proc
+            }
             if wanted < 0 or wanted in taken or wanted >= 1 << 31:
                 wanted = self._next_id
                 self._next_id += 1
@@ -208,7 +201,9 @@ class ZmqFleet:
                 self.procs.remove(proc)
                 self.restarts += 1
                 if self.restarts > 10 * max(1, self.local_actors):
-                    raise FleetError(f"local actor processes keep dying before they start (exit code {proc.returncode})")
+                    raise FleetError(
+                        f"local actor processes keep dying before they start (exit code {proc.returncode})"
+                    )
                 self._spawn()
 
     # -- one round ------------------------------------------------------------------------------
@@ -234,8 +229,10 @@ class ZmqFleet:
             if self.peers:
                 last_live = now
             elif now - last_live > self.cfg.no_actor_timeout:
-                raise FleetError(f"no live actor for {self.cfg.no_actor_timeout:.0f} s (listening on {self.address}); "
-                                 "start actors with: gailkit actor --connect ADDRESS")
+                raise FleetError(
+                    f"no live actor for {self.cfg.no_actor_timeout:.0f} s (listening on {self.address}); "
+                    "start actors with: gailkit actor --connect ADDRESS"
+                )
             msg = self.endpoint.recv(100)
             if msg is None:
                 continue
@@ -280,11 +277,17 @@ class ZmqFleet:
         if self.cfg.max_policy_lag:  # next round's slots go out now, with weights v
             self._hand_out(collections.deque(range(self.n_slots)), weights.version, body)
         wait = time.monotonic() - start
-        self.stats = {"actors/live": float(len(self.peers)), "actors/restarts": float(self.restarts),
-                      "actors/dropped": float(sum(self.dropped.values())), "actors/refused": float(self.endpoint.refused),
-                      "actors/cut_off": float(self.dropped["cut_off"]), "actors/wait_s": wait,
-                      "actors/sample_s": max(sample_s), "actors/fragments_per_s": self.n_slots / wait,
-                      "actors/fragment_mb": received_bytes / self.n_slots / 2**20}
+        self.stats = {
+            "actors/live": float(len(self.peers)),
+            "actors/restarts": float(self.restarts),
+            "actors/dropped": float(sum(self.dropped.values())),
+            "actors/refused": float(self.endpoint.refused),
+            "actors/cut_off": float(self.dropped["cut_off"]),
+            "actors/wait_s": wait,
+            "actors/sample_s": max(sample_s),
+            "actors/fragments_per_s": self.n_slots / wait,
+            "actors/fragment_mb": received_bytes / self.n_slots / 2**20,
+        }
         return [results[s] for s in range(self.n_slots)]
 
     def _hand_out(self, pending: collections.deque, version: int, body: bytes) -> None:

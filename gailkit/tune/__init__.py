@@ -115,8 +115,9 @@ def run(search: Search, out: Path, resume: bool = False, ray_address: str = "", 
 
         probe(ray_address)
         try:
+            local: dict[str, Any] = {} if ray_address else {"num_cpus": os.cpu_count()}
             ray.init(address=ray_address or None, include_dashboard=False, log_to_driver=False, configure_logging=False,
-                     **({} if ray_address else {"num_cpus": os.cpu_count()}))
+                     **local)
         except (ConnectionError, RuntimeError, ValueError) as e:
             raise ConfigError(f"--ray-address {ray_address or '(local)'}: cannot start or reach Ray "
                               f"({str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__})") from None

@@ -8,14 +8,8 @@ This module, `generator` and `experts` are the only ones that import stable_base
 
 from __future__ import annotations
 
-import ast
-import io
-import json
 import math
-import zipfile
-from zlib import error as zlib_error
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -24,9 +18,7 @@ import torch as th
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
-from gailkit import fsutil, limits
 from gailkit.config import PPOConfig
-from gailkit.errors import GailkitError
 from gailkit.fragments import Weights
 
 
@@ -36,9 +28,16 @@ class NormalizedFlatten(BaseFeaturesExtractor):
     The same formula, epsilon and clip as SB3's `VecNormalize`, so its statistics can be copied in.
     """
 
+    mean: th.Tensor  # buffers (saved with the policy)
+    var: th.Tensor
+    count: th.Tensor
+
     def __init__(self, observation_space: gym.Space, normalize: bool = True, clip: float = 10.0, eps: float = 1e-8):
-        dim = gym.spaces.flatdim(observation_space) if not isinstance(observation_space, gym.spaces.Box) \
+        dim = (
+            gym.spaces.flatdim(observation_space)
+            if not isinstance(observation_space, gym.spaces.Box)
             else int(np.prod(observation_space.shape))
+        )
         super().__init__(observation_space, features_dim=dim)
         self.normalize, self.clip, self.eps = normalize, clip, eps
         self.register_buffer("mean", th.zeros(dim))
@@ -74,8 +73,14 @@ class NormalizedFlatten(BaseFeaturesExtractor):
         self.count.fill_(float(count))
 
 
-ACTIVATIONS = {"tanh": th.nn.Tanh, "relu": th.nn.ReLU, "elu": th.nn.ELU, "leaky_relu": th.nn.LeakyReLU,
-               "gelu": th.nn.GELU, "silu": th.nn.SiLU}
+ACTIVATIONS = {
+    "tanh": th.nn.Tanh,
+    "relu": th.nn.ReLU,
+    "elu": th.nn.ELU,
+    "leaky_relu": th.nn.LeakyReLU,
+    "gelu": th.nn.GELU,
+    "silu": th.nn.SiLU,
+}
 
 
 def schedules(cfg: PPOConfig) -> tuple[Any, Any]:
@@ -98,11 +103,17 @@ def policy_kwargs(cfg: PPOConfig, normalize_obs: bool) -> dict[str, Any]:
     )
 
 
-def build(observation_space: gym.Space, action_space: gym.Space, cfg: PPOConfig, normalize_obs: bool,
-          device: str | th.device = "cpu") -> ActorCriticPolicy:
+def build(
+    observation_space: gym.Space,
+    action_space: gym.Space,
+    cfg: PPOConfig,
+    normalize_obs: bool,
+    device: str | th.device = "cpu",
+) -> ActorCriticPolicy:
     """A fresh policy (the actors' CPU copy; the learner's comes from `make_ppo` with the same kwargs)."""
-    pol = ActorCriticPolicy(observation_space, action_space, lambda _: cfg.learning_rate,
-                            **policy_kwargs(cfg, normalize_obs))
+    pol = ActorCriticPolicy(
+        observation_space, action_space, lambda _: cfg.learning_rate, **policy_kwargs(cfg, normalize_obs)
+    )
     return pol.to(device)
 
 
@@ -111,12 +122,28 @@ def make_ppo(venv: Any, cfg: PPOConfig, normalize_obs: bool, device: str | th.de
     from stable_baselines3 import PPO
 
     lr, clip = schedules(cfg)
-    return PPO("MlpPolicy", venv, learning_rate=lr, n_steps=cfg.n_steps, batch_size=cfg.batch_size,
-               n_epochs=cfg.n_epochs, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda, clip_range=clip,
-               ent_coef=cfg.ent_coef, vf_coef=cfg.vf_coef, max_grad_norm=cfg.max_grad_norm,
-               normalize_advantage=cfg.normalize_advantage, use_sde=cfg.use_sde, sde_sample_freq=cfg.sde_sample_freq,
-               target_kl=cfg.target_kl, policy_kwargs=policy_kwargs(cfg, normalize_obs), device=device, seed=seed,
-               verbose=0)
+    return PPO(
+        "MlpPolicy",
+        venv,
+        learning_rate=lr,
+        n_steps=cfg.n_steps,
+        batch_size=cfg.batch_size,
+        n_epochs=cfg.n_epochs,
+        gamma=cfg.gamma,
+        gae_lambda=cfg.gae_lambda,
+        clip_range=clip,
+        ent_coef=cfg.ent_coef,
+        vf_coef=cfg.vf_coef,
+        max_grad_norm=cfg.max_grad_norm,
+        normalize_advantage=cfg.normalize_advantage,
+        use_sde=cfg.use_sde,
+        sde_sample_freq=cfg.sde_sample_freq,
+        target_kl=cfg.target_kl,
+        policy_kwargs=policy_kwargs(cfg, normalize_obs),
+        device=device,
+        seed=seed,
+        verbose=0,
+    )
 
 
 def normalizer(pol: ActorCriticPolicy) -> NormalizedFlatten:
@@ -172,6 +199,7 @@ def act(pol: ActorCriticPolicy, obs: np.ndarray, deterministic: bool = False) ->
 
 def deterministic_actor(pol: ActorCriticPolicy) -> Callable[[np.ndarray], Any]:
     """One observation -> the deterministic action the env is given (evaluation)."""
+
     def one(obs: np.ndarray) -> Any:
         a, _ = act(pol, np.asarray(obs)[None], deterministic=True)
         return env_action(pol.action_space, a)[0]
@@ -186,78 +214,15 @@ def env_action(action_space: gym.Space, acts: np.ndarray) -> np.ndarray:
     return acts
 
 
-_ACTIVATION_CLASSES = {"Tanh": "tanh", "ReLU": "relu", "ELU": "elu", "LeakyReLU": "leaky_relu", "GELU": "gelu", "SiLU": "silu"}
-
-
-def _field(value: Any) -> Any:
-    """A policy_kwargs entry of an SB3 zip: JSON as is, or the repr SB3 stores beside its cloudpickle."""
-    if isinstance(value, str):
-        try:
-            return ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            return value
-    return value
-
-
-def read_sb3_zip(path: Path, observation_space: Any, action_space: Any):
-    """The policy of a stable-baselines3 PPO/A2C zip, without unpickling anything (ValueError if it cannot).
-
-    SB3's own `PPO.load` runs cloudpickle on fields of the zip, which can run code. Here the
-    weights come from `policy.pth` through `torch.load(weights_only=True)`, the architecture from
-    the readable copies of `policy_kwargs` SB3 writes beside each pickled field, and the spaces
-    from the env; the weights must fit the rebuilt network exactly.
-    """
-    try:
-        with zipfile.ZipFile(fsutil.check_regular(path)) as z:
-            for name in ("data", "policy.pth"):  # declared sizes first: a zip bomb is refused before it inflates
-                info = z.getinfo(name)
-                limits.check_size(info.file_size, info.compress_size, f"{path}: {name}")
-            data = json.loads(z.read("data"))
-            weights = th.load(io.BytesIO(z.read("policy.pth")), map_location="cpu", weights_only=True)
-    except (zipfile.BadZipFile, KeyError, OSError, ValueError, RuntimeError, EOFError, NotImplementedError,
-            zlib_error, GailkitError) as e:
-        raise ValueError(f"{path}: not a readable stable-baselines3 zip ({type(e).__name__}: {str(e).splitlines()[0]})") from None
-    if not isinstance(data, dict) or "ActorCriticPolicy.__init__" not in str((data.get("policy_class") or {}).get("__init__", "")):
-        raise ValueError(f"{path}: not a stable-baselines3 PPO/A2C zip with an MlpPolicy (ActorCriticPolicy)")
-    shape = _field((data.get("observation_space") or {}).get("_shape"))
-    if isinstance(shape, (list, tuple)) and tuple(shape) != tuple(observation_space.shape or ()):
-        raise ValueError(f"{path}: trained on observations of shape {tuple(shape)}, the env has {observation_space.shape}")
-    pk = data.get("policy_kwargs") or {}
-    kwargs: dict[str, Any] = {}
-    net_arch = _field(pk.get("net_arch"))
-    if isinstance(net_arch, list) and net_arch and isinstance(net_arch[0], dict):
-        net_arch = net_arch[0]  # SB3 < 1.8 wrote [dict(pi=..., vf=...)]
-    if net_arch is not None:
-        kwargs["net_arch"] = net_arch
-    if "activation_fn" in pk:
-        name = str(pk["activation_fn"]).rstrip("'>").rsplit(".", 1)[-1]
-        if name not in _ACTIVATION_CLASSES:
-            raise ValueError(f"{path}: activation {pk['activation_fn']} is not one gailkit rebuilds ({', '.join(_ACTIVATION_CLASSES)})")
-        kwargs["activation_fn"] = ACTIVATIONS[_ACTIVATION_CLASSES[name]]
-    for key in ("log_std_init", "full_std", "use_expln", "squash_output", "share_features_extractor"):
-        if key in pk:
-            kwargs[key] = _field(pk[key])
-    extractor = str(pk.get("features_extractor_class", "FlattenExtractor"))
-    if "NormalizedFlatten" in extractor:
-        kwargs["features_extractor_class"] = NormalizedFlatten
-        kwargs["features_extractor_kwargs"] = _field(pk.get("features_extractor_kwargs", {})) or {}
-    elif "FlattenExtractor" not in extractor:
-        raise ValueError(f"{path}: features extractor {extractor} is not one gailkit rebuilds")
-    try:
-        pol = ActorCriticPolicy(observation_space, action_space, lambda _: 0.0, use_sde=bool(data.get("use_sde", False)), **kwargs)
-        pol.load_state_dict(weights)
-    except (RuntimeError, TypeError, ValueError, AttributeError) as e:
-        raise ValueError(f"{path}: its weights do not fit the network it describes ({str(e).splitlines()[0]})") from None
-    pol.set_training_mode(False)
-    return pol
-
-
 class DeterministicHead(th.nn.Module):
     """Raw observation -> (deterministic action, value, log_prob of that action), as plain tensor ops.
 
     The deterministic action is the argmax for discrete spaces and the Gaussian mean clipped to the
     Box bounds for continuous ones; what `gailkit export` traces into ONNX.
     """
+
+    low: th.Tensor  # buffers, for Box actions
+    high: th.Tensor
 
     def __init__(self, pol: ActorCriticPolicy):
         super().__init__()
@@ -284,3 +249,6 @@ class DeterministicHead(th.nn.Module):
             log_std = self.pol.log_std.expand_as(out)  # at the mean, the Gaussian's quadratic term is 0
             log_prob = (-log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
         return action, self.pol.value_net(latent_vf).squeeze(-1), log_prob
+
+
+from gailkit.policy.sb3_zip import read_sb3_zip  # noqa: E402, F401  (a re-export; it builds on the classes above)

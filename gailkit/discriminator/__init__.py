@@ -14,7 +14,6 @@ episode terminated": its observation part is zeros and its flag is 1.
 
 from __future__ import annotations
 
-import collections
 import copy
 from typing import Any
 
@@ -25,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gailkit.config import DiscConfig
+from gailkit.discriminator.nets import DiscriminatorNet, RunningNorm, _ImitationNet  # noqa: F401  (RunningNorm: a re-export)
 
 REWARD_FNS = {
     "gail": lambda logits: F.softplus(logits),  # -log(1 - D): positive
@@ -40,128 +40,45 @@ def choose_reward_fn(setting: str, terminated_fraction: float) -> str:
     return "airl" if terminated_fraction > 0.5 else "gail"
 
 
-class RunningNorm(nn.Module):
-    """Inputs to mean 0 and variance 1 with statistics over all batches seen in training mode
-    (Chan et al.'s parallel update); imitation's `RunningNorm`, same buffers and arithmetic."""
-
-    def __init__(self, num_features: int, eps: float = 1e-5):
-        super().__init__()
-        self.eps = eps
-        self.register_buffer("running_mean", th.zeros(num_features))
-        self.register_buffer("running_var", th.ones(num_features))
-        self.register_buffer("count", th.zeros((), dtype=th.int))
-
-    def forward(self, x: th.Tensor) -> th.Tensor:
-        if self.training:
-            with th.no_grad():
-                self.update_stats(x)
-        return (x - self.running_mean) / th.sqrt(self.running_var + self.eps)
-
-    def update_stats(self, batch: th.Tensor) -> None:
-        batch_mean = th.mean(batch, dim=0)
-        batch_var = th.var(batch, dim=0, unbiased=False)
-        batch_count = batch.shape[0]
-        delta = batch_mean - self.running_mean
-        tot_count = self.count + batch_count
-        self.running_mean += delta * batch_count / tot_count
-        self.running_var *= self.count
-        self.running_var += batch_var * batch_count
-        self.running_var += th.square(delta) * self.count * batch_count / tot_count
-        self.running_var /= tot_count
-        self.count += batch_count
-
-
-class _Squeeze(nn.Module):
-    def forward(self, x: th.Tensor) -> th.Tensor:
-        return x.squeeze(1)
-
-
-class _NormalizeLeading(nn.Module):
-    """A RunningNorm over all but the last `passthrough` columns (0/1 flags, which need none: a
-    flag that is always 0 would get a near-zero variance, and its gradient, scaled by 1 / sqrt(eps),
-    would swamp a gradient penalty)."""
-
-    def __init__(self, in_size: int, passthrough: int):
-        super().__init__()
-        self.passthrough = passthrough
-        self.norm = RunningNorm(in_size - passthrough)
-
-    def forward(self, x: th.Tensor) -> th.Tensor:
-        k = x.shape[1] - self.passthrough
-        return th.cat([self.norm(x[:, :k]), x[:, k:]], dim=1)
-
-
-class DiscriminatorNet(nn.Module):
-    """(N, in_size) features -> (N,) logits; `mlp` as imitation's `build_mlp` names its layers
-    (`passthrough` > 0, the absorbing flags, adds a layer imitation's net does not have)."""
-
-    def __init__(self, in_size: int, hid_sizes: list[int], spectral_norm: bool = False, passthrough: int = 0):
-        super().__init__()
-        layers: collections.OrderedDict[str, nn.Module] = collections.OrderedDict()
-        layers["normalize_input"] = _NormalizeLeading(in_size, passthrough) if passthrough else RunningNorm(in_size)
-        prev = in_size
-        for i, size in enumerate(hid_sizes):
-            layers[f"dense{i}"] = _maybe_sn(nn.Linear(prev, size), spectral_norm)
-            layers[f"act{i}"] = nn.ReLU()
-            prev = size
-        layers["dense_final"] = _maybe_sn(nn.Linear(prev, 1), spectral_norm)
-        layers["squeeze"] = _Squeeze()
-        self.mlp = nn.Sequential(layers)
-
-    def forward(self, x: th.Tensor) -> th.Tensor:
-        return self.mlp(x)
-
-
-def _maybe_sn(layer: nn.Linear, on: bool) -> nn.Module:
-    return nn.utils.parametrizations.spectral_norm(layer) if on else layer
-
-
-class _ImitationNet(nn.Module):
-    """imitation's `BasicRewardNet` behind the same (N, in_size) -> (N,) interface."""
-
-    def __init__(self, observation_space: gym.Space, action_space: gym.Space, cfg: DiscConfig, features: Features):
-        super().__init__()
-        try:
-            from imitation.rewards.reward_nets import BasicRewardNet
-            from imitation.util.networks import RunningNorm as ImitationRunningNorm
-        except ImportError:
-            from gailkit.errors import ConfigError
-
-            raise ConfigError("'disc.net: imitation' needs imitation: pip install 'gailkit[imitation]'") from None
-        if features.absorbing:
-            from gailkit.errors import ConfigError
-
-            raise ConfigError("'disc.net: imitation' has no input for absorbing states: set 'disc.absorbing: false'")
-        self.features = features
-        self.net = BasicRewardNet(observation_space, action_space, use_state=True, use_action=cfg.use_action,
-                                  use_next_state=cfg.use_next_state, use_done=False, hid_sizes=tuple(cfg.net_arch),
-                                  normalize_input_layer=ImitationRunningNorm)
-
-    def forward(self, x: th.Tensor) -> th.Tensor:
-        obs, acts, next_obs = self.features.split(x)
-        return self.net(obs, acts, next_obs, th.zeros(len(x), device=x.device))
-
-
 class Features:
     """Turns transitions into the discriminator's input matrix (see the module docstring)."""
 
-    def __init__(self, observation_space: gym.Space, action_space: gym.Space, use_action: bool, use_next_state: bool,
-                 absorbing: bool):
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        use_action: bool,
+        use_next_state: bool,
+        absorbing: bool,
+    ):
         self.observation_space, self.action_space = observation_space, action_space
         self.use_action, self.use_next_state, self.absorbing = use_action, use_next_state, absorbing
         self.obs_dim = _flat_dim(observation_space)
         self.act_dim = _flat_dim(action_space)
-        self.size = self.obs_dim + (self.act_dim if use_action else 0) + (self.obs_dim if use_next_state else 0) \
+        self.size = (
+            self.obs_dim
+            + (self.act_dim if use_action else 0)
+            + (self.obs_dim if use_next_state else 0)
             + (2 if absorbing else 0)
+        )
 
-    def __call__(self, obs: np.ndarray, acts: np.ndarray | None, next_obs: np.ndarray | None, device: th.device,
-                 obs_absorbing: np.ndarray | None = None, next_absorbing: np.ndarray | None = None) -> th.Tensor:
+    def __call__(
+        self,
+        obs: np.ndarray,
+        acts: np.ndarray | None,
+        next_obs: np.ndarray | None,
+        device: th.device,
+        obs_absorbing: np.ndarray | None = None,
+        next_absorbing: np.ndarray | None = None,
+    ) -> th.Tensor:
         """(N, size) float32 on `device`. Absorbing rows get zero observation parts and flag 1."""
         n = len(obs)
         parts = [_encode(obs, self.observation_space, n)]
         if self.use_action:
+            assert acts is not None, "a discriminator on actions needs them"
             parts.append(_encode(acts, self.action_space, n))
         if self.use_next_state:
+            assert next_obs is not None, "a discriminator on next observations needs them"
             parts.append(_encode(next_obs, self.observation_space, n))
         x = th.cat([th.as_tensor(p) for p in parts], dim=1).to(device)
         if self.absorbing:
@@ -169,9 +86,9 @@ class Features:
             b = th.as_tensor(np.zeros(n, bool) if next_absorbing is None else next_absorbing, device=device)
             x[a, : self.obs_dim] = 0.0
             if self.use_action:
-                x[a, self.obs_dim: self.obs_dim + self.act_dim] = 0.0
+                x[a, self.obs_dim : self.obs_dim + self.act_dim] = 0.0
             if self.use_next_state:
-                x[b, x.shape[1] - self.obs_dim: x.shape[1]] = 0.0
+                x[b, x.shape[1] - self.obs_dim : x.shape[1]] = 0.0
             x = th.cat([x, a.float()[:, None], b.float()[:, None]], dim=1)
         return x
 
@@ -181,9 +98,9 @@ class Features:
         obs = x[:, :i]
         acts = next_obs = None
         if self.use_action:
-            acts, i = x[:, i: i + self.act_dim], i + self.act_dim
+            acts, i = x[:, i : i + self.act_dim], i + self.act_dim
         if self.use_next_state:
-            next_obs = x[:, i: i + self.obs_dim]
+            next_obs = x[:, i : i + self.obs_dim]
         return obs, acts, next_obs
 
 
@@ -192,7 +109,7 @@ def _flat_dim(space: gym.Space) -> int:
         return int(space.n)
     if isinstance(space, gym.spaces.MultiDiscrete):
         return int(np.sum(space.nvec))
-    return int(np.prod(space.shape))
+    return int(np.prod(space.shape or ()))
 
 
 def _encode(arr: np.ndarray, space: gym.Space, n: int) -> np.ndarray:
@@ -207,26 +124,45 @@ def _encode(arr: np.ndarray, space: gym.Space, n: int) -> np.ndarray:
         flat = arr.reshape(n, -1).astype(np.int64)
         return np.concatenate([np.eye(k, dtype=np.float32)[flat[:, j]] for j, k in enumerate(nvec)], axis=1)
     out = arr.reshape(n, -1).astype(np.float32)
-    if isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and np.all(space.low == 0) and np.all(space.high == 255):
+    if (
+        isinstance(space, gym.spaces.Box)
+        and space.dtype == np.uint8
+        and np.all(space.low == 0)
+        and np.all(space.high == 255)
+    ):
         out = out / 255.0  # image observations, as SB3 and imitation scale them
     return out
 
 
 class Discriminator:
-    def __init__(self, observation_space: gym.Space, action_space: gym.Space, cfg: DiscConfig,
-                 device: str | th.device, reward_fn: str):
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        cfg: DiscConfig,
+        device: str | th.device,
+        reward_fn: str,
+    ):
         self.cfg, self.reward_fn = cfg, reward_fn
         self.device = th.device(device)
         self.features = Features(observation_space, action_space, cfg.use_action, cfg.use_next_state, cfg.absorbing)
         if cfg.net == "imitation":
             self.net: nn.Module = _ImitationNet(observation_space, action_space, cfg, self.features)
         else:
-            self.net = DiscriminatorNet(self.features.size, list(cfg.net_arch), cfg.spectral_norm, 2 if cfg.absorbing else 0)
+            self.net = DiscriminatorNet(
+                self.features.size, list(cfg.net_arch), cfg.spectral_norm, 2 if cfg.absorbing else 0
+            )
         self.net.to(self.device)
         self.optimizer = th.optim.Adam(self.net.parameters(), lr=cfg.disc_lr)
 
-    def preprocess(self, obs: np.ndarray, acts: np.ndarray | None, next_obs: np.ndarray | None,
-                   obs_absorbing: np.ndarray | None = None, next_absorbing: np.ndarray | None = None) -> th.Tensor:
+    def preprocess(
+        self,
+        obs: np.ndarray,
+        acts: np.ndarray | None,
+        next_obs: np.ndarray | None,
+        obs_absorbing: np.ndarray | None = None,
+        next_absorbing: np.ndarray | None = None,
+    ) -> th.Tensor:
         """(N, in_size) input matrix on the device (see `Features`)."""
         return self.features(obs, acts, next_obs, self.device, obs_absorbing, next_absorbing)
 
@@ -238,7 +174,7 @@ class Discriminator:
         """(N,) generator rewards for preprocessed transitions, in batched passes (no stat updates)."""
         self.net.eval()
         try:
-            out = [REWARD_FNS[self.reward_fn](self.logits(x[i:i + chunk])) for i in range(0, len(x), chunk)]
+            out = [REWARD_FNS[self.reward_fn](self.logits(x[i : i + chunk])) for i in range(0, len(x), chunk)]
             return th.cat(out) if out else th.zeros(0, device=self.device)
         finally:
             self.net.train()
@@ -248,8 +184,12 @@ class Discriminator:
         self.net.train()
         n_exp = len(expert)
         logits = self.logits(th.cat([expert, gen]))
-        labels = th.cat([th.full((n_exp,), 1.0 - self.cfg.label_smoothing, device=self.device),
-                         th.zeros(len(gen), device=self.device)])
+        labels = th.cat(
+            [
+                th.full((n_exp,), 1.0 - self.cfg.label_smoothing, device=self.device),
+                th.zeros(len(gen), device=self.device),
+            ]
+        )
         loss = F.binary_cross_entropy_with_logits(logits, labels)
         entropy = F.binary_cross_entropy_with_logits(logits, th.sigmoid(logits))
         total = loss - self.cfg.ent_coef * entropy
@@ -261,9 +201,14 @@ class Discriminator:
         with th.no_grad():
             acc_exp = (logits[:n_exp] > 0).float().mean()
             acc_gen = (logits[n_exp:] < 0).float().mean()
-        return {"disc/loss": loss.item(), "disc/acc_expert": acc_exp.item(), "disc/acc_gen": acc_gen.item(),
-                "disc/entropy": entropy.item(), "disc/logit_expert": logits[:n_exp].mean().item(),
-                "disc/logit_gen": logits[n_exp:].mean().item()}
+        return {
+            "disc/loss": loss.item(),
+            "disc/acc_expert": acc_exp.item(),
+            "disc/acc_gen": acc_gen.item(),
+            "disc/entropy": entropy.item(),
+            "disc/logit_expert": logits[:n_exp].mean().item(),
+            "disc/logit_gen": logits[n_exp:].mean().item(),
+        }
 
     def _gradient_penalty(self, expert: th.Tensor, gen: th.Tensor) -> th.Tensor:
         """`(||grad_x D(x)|| - 1)^2` on interpolates of expert and generator inputs (WGAN-GP);
