@@ -102,7 +102,9 @@ def _allowed() -> dict[tuple[str, str], Callable[[], Any]]:
         for module in ("builtins", "__builtin__"):  # protocols 0-2 write Python 2's names
             table[(module, name)] = functools.partial(getattr, builtins, name)
     table[("collections", "OrderedDict")] = lambda: collections.OrderedDict
-    table[("copyreg", "_reconstructor")] = table[("copy_reg", "_reconstructor")] = lambda: copyreg._reconstructor
+    table[("copyreg", "_reconstructor")] = table[("copy_reg", "_reconstructor")] = lambda: vars(copyreg)[
+        "_reconstructor"
+    ]
     table[("_codecs", "encode")] = lambda: __import__("_codecs").encode
     for name, cls in RECORDS.items():
         table[("imitation.data.types", name)] = functools.partial(_same, cls)
