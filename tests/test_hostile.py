@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from conftest import ROOT, run_cli
+from test_train import _start_training
 
 TINY = ["--preset", "tiny", "--total-steps", "64", "--quiet"]
 PEAK_MB = 200  # a rejected bomb's whole process stays under this (the CLI alone takes ~150 MB)
@@ -345,31 +346,7 @@ def test_writers_replace_only_plain_files(tmp_path):
 
 def test_a_run_has_one_writer(tmp_path):
     run = tmp_path / "run"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gailkit.cli",
-            "train",
-            "--env",
-            "CustomEnv",
-            "--demos",
-            "data/customenv.arrow",
-            "--preset",
-            "tiny",
-            "--total-steps",
-            "100000000",
-            "--quiet",
-            "--set",
-            "checkpoint_every=1",
-            "--run-dir",
-            str(run),
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _start_training(run, "--preset", "tiny", "--set", "checkpoint_every=1")
     try:
         import time
 

@@ -16,37 +16,26 @@ from gailkit import __version__
 from gailkit.errors import GailkitError
 
 
-def _seed(text: str) -> int:
-    """argparse type of every --seed: an integer in [0, 2**32) (what numpy and gymnasium accept)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if not 0 <= value < 2**32:
-        raise argparse.ArgumentTypeError(f"must be in [0, 2**32), got {value}")
-    return value
+def _bounded(kind: type, low: float, high: float, says: str):
+    """An argparse type: `kind(text)` within [low, high] (NaN never is), else one line saying `says`."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected {'an integer' if kind is int else 'a number'}, got {text!r}"
+            ) from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be {says}, got {text}")
+        return value
+
+    return parse
 
 
-def _count(text: str) -> int:
-    """argparse type of --episodes and the like: an integer from 1 to 1,000,000."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if not 1 <= value <= 1_000_000:
-        raise argparse.ArgumentTypeError(f"must be from 1 to 1,000,000, got {value}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    """argparse type of timeouts: a finite number of seconds, > 0 and at most a week."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not 0 < value <= 7 * 86400:  # NaN fails this too
-        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0 and at most a week, got {text}")
-    return value
+_seed = _bounded(int, 0, 2**32 - 1, "in [0, 2**32)")  # what numpy and gymnasium accept
+_count = _bounded(int, 1, 1_000_000, "from 1 to 1,000,000")  # --episodes
+_seconds = _bounded(float, 1e-3, 7 * 86400, "a number of seconds > 0 and at most a week")  # timeouts
 
 
 def _config_flags(p: argparse.ArgumentParser) -> None:
