@@ -1,7 +1,8 @@
 """Fuzzing every reader and every setting with hypothesis: mutated Arrow (file, stream, compressed),
 Parquet, Minari (HDF5 and Arrow), imitation folders, ONNX files, checkpoints, key files, and any value
 for any setting. Only gailkit's one-line errors may come out: a traceback type fails the test, and an
-abort (Arrow's SIGABRT on bad offsets) would end the whole run, and a reader that runs past 20 s fails."""
+abort (Arrow's SIGABRT on bad offsets) would end the whole run, a reader that runs past 20 s fails, and
+so does a process whose peak memory passes 2 GB (a reader that allocated what a file declared)."""
 
 from __future__ import annotations
 
@@ -61,6 +62,9 @@ def seeds(tmp_path_factory) -> dict[str, Path]:
     return out
 
 
+MAX_PEAK_MB = 2048  # the whole pytest process (torch, Ray and the suite loaded: ~0.6-1 GB) never passes this
+
+
 class Hang(Exception):
     pass
 
@@ -71,6 +75,7 @@ def _alarm(signum, frame):
 
 def _expect_only_gailkit_errors(fn) -> None:
     """`fn` returns or raises a GailkitError, within 20 s (a hang fails the test instead of stalling the suite)."""
+    import resource
     import signal
 
     old = signal.signal(signal.SIGALRM, _alarm)
@@ -82,6 +87,10 @@ def _expect_only_gailkit_errors(fn) -> None:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    assert peak_mb < MAX_PEAK_MB, (
+        f"the test process peaked at {peak_mb:.0f} MB: a reader allocated what a file declared"
+    )
 
 
 @pytest.mark.parametrize("kind", ["arrow", "parquet", "zstd.arrow", "lz4stream.arrow"])
@@ -328,3 +337,47 @@ def test_fuzz_any_flag_value_parses_or_is_one_line(command, flag, value):
             assert e.code == 2 and err.getvalue().count("\n") == 1 and err.getvalue().startswith("gailkit: error: "), (
                 err.getvalue()
             )
+
+
+@FUZZ
+@given(
+    doc=st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.dictionaries(
+                st.sampled_from(
+                    [
+                        "base",
+                        "space",
+                        "trials",
+                        "budget",
+                        "seeds",
+                        "scheduler",
+                        "search",
+                        "resources",
+                        "env",
+                        "id",
+                        "ppo",
+                        "unsafe_pickle",
+                        "cpu",
+                        "uniform",
+                        "x",
+                    ]
+                ),
+                inner,
+                max_size=4,
+            )
+        ),
+        max_leaves=16,
+    )
+)
+def test_fuzz_tune_yaml(tmp_path, doc):
+    """A tune folder's tune.yaml, any shape: a Search or one line."""
+    import yaml
+
+    from gailkit.tune import load_search
+
+    path = tmp_path / "tune.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    _expect_only_gailkit_errors(lambda: load_search(path))
