@@ -646,3 +646,44 @@ def test_a_full_disk_while_saving_is_one_line_and_leaves_no_partial_file(tmp_pat
         assert (fits / "r" / "final" / "checkpoint.pt").is_file()  # what was there is still there
     finally:
         subprocess.run(["umount", str(fits)], check=False)
+
+
+def test_a_compressed_fragment_bomb_is_dropped_before_it_inflates(tmp_path):
+    """100 KB of zstd that would inflate to 2 GB: refused from the message's own metadata, the process staying small."""
+    script = tmp_path / "bomb.py"
+    script.write_text(
+        "import numpy as np, pyarrow as pa\n"
+        "from gailkit import wire\n"
+        "from gailkit.wire import Header, Kind, ProtocolError\n"
+        "batch = pa.record_batch({'obs': pa.array(np.zeros(250_000_000, np.float64))})\n"
+        "sink = pa.BufferOutputStream()\n"
+        "with pa.ipc.new_stream(sink, batch.schema, options=pa.ipc.IpcWriteOptions(compression='zstd')) as w:\n"
+        "    w.write_batch(batch)\n"
+        "body = sink.getvalue().to_pybytes()\n"
+        "del batch, sink\n"
+        "try:\n"
+        "    wire.decode_fragment(Header(Kind.FRAGMENT, bytes(16), 0, 0), body)\n"
+        "except ProtocolError as e:\n"
+        "    print('refused', len(body), e)\n"
+    )
+    r = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.startswith("refused"), (r.stdout, r.stderr[-2000:])
+    assert "compression bomb" in r.stdout and int(r.stdout.split()[1]) < 1 << 20
+
+
+def test_export_writes_both_files_or_neither(tmp_path):
+    run = tmp_path / "run"
+    r = run_cli("train", "--env", "CustomEnv", "--demos", "data/customenv.arrow", *TINY, "--run-dir", str(run))
+    assert r.returncode == 0, r.stderr
+    fifo = tmp_path / "p.zip"
+    os.mkfifo(fifo)
+    _one_line(run_cli("export", str(run), "--out", str(tmp_path / "p.onnx"), "--sb3", str(fifo)), "a FIFO")
+    assert not (tmp_path / "p.onnx").exists()
+
+
+def test_a_minari_write_that_fails_leaves_nothing_in_the_root(tmp_path):
+    root = tmp_path / "minari"
+    env = {"MINARI_DATASETS_PATH": str(root)}
+    for bad in ("minari:x/a-v0", "minari:../up/ab-v0", "minari:no-version"):
+        _one_line(run_cli("demos", "convert", "data/customenv.arrow", bad, env=env), bad)
+    assert not root.exists() or not any(root.rglob("*"))

@@ -221,7 +221,7 @@ def write(demos: Demos, spec: str, data_format: str = "hdf5") -> Path:
 
     try:
         parse_dataset_id(dataset_id)
-    except ValueError:
+    except (ValueError, TypeError):  # minari raises TypeError for an id without a version
         raise DemoError(
             f"{spec}: not a Minari dataset id (NAMESPACE/NAME-vN or NAME-vN, e.g. hopper/expert-v0)"
         ) from None
