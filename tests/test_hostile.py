@@ -467,6 +467,10 @@ def _keys(tmp_path: Path) -> Path:
             ("train", "--env", "CustomEnv", "--fleet", "ray", "--actors", "1", "--ray-address", "127.0.0.1:1"),
             "nothing answers there within 10 s",
         ),
+        (
+            ("tune", "--env", "CustomEnv", "--space", "experts/spaces/small.yaml", "--resources", "cpu=1000000"),
+            "so no trial could ever start",
+        ),
     ],
 )
 def test_bad_flags_are_one_line(tmp_path, args, message):
