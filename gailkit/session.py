@@ -25,7 +25,7 @@ from gailkit.config import TrainConfig
 from gailkit.discriminator import Discriminator, choose_reward_fn
 from gailkit.errors import ConfigError
 from gailkit.fleet import Fleet, make_fleet
-from gailkit.generator import Generator
+from gailkit.generator import make as make_generator
 from gailkit.learner import Learner, expert_data
 from gailkit.rundir import RunDir
 
@@ -162,7 +162,7 @@ class Run:
             terminated_fraction = float(expert_demos.terminated.sum()) / max(1, expert_demos.n_episodes)
             reward_fn = choose_reward_fn(cfg.disc.reward_fn, terminated_fraction)
             references = cls._references(cfg, spaces, expert_demos, allow_code)
-        generator = Generator(*spaces, cfg.ppo, cfg.normalize_obs, cfg.total_envs, device, cfg.seed)
+        generator = make_generator(cfg.generator, *spaces, cfg.ppo, cfg.normalize_obs, cfg.total_envs, device, cfg.seed)
         disc = Discriminator(*spaces, cfg.disc, device, reward_fn)
         expert = expert_data(disc, expert_demos.obs, expert_demos.acts, expert_demos.next_obs, expert_demos.terminated)
         if cfg.normalize_obs:

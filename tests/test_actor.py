@@ -140,7 +140,7 @@ def test_fragments_never_hold_the_reset_step_and_keep_true_final_obs(monkeypatch
 def test_truncation_bootstraps_from_the_true_final_observation(monkeypatch):
     """The PPO target of a truncated step adds gamma * V(final obs), that of a terminated step adds nothing."""
     from gailkit import envs
-    from gailkit.generator import Generator
+    from gailkit.generator.ppo import PPOGenerator as Generator
 
     cls = _Counter.make()
     monkeypatch.setattr(envs, "make_factory", lambda cfg, *a, **k: cls)

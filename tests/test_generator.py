@@ -7,7 +7,7 @@ from stable_baselines3 import PPO
 from gailkit import experts, policy
 from gailkit.config import PPOConfig
 from gailkit.fragments import Fragment
-from gailkit.generator import Generator
+from gailkit.generator.ppo import PPOGenerator as Generator
 
 CFG = PPOConfig(n_steps=64, batch_size=32, n_epochs=2, net_arch=[16], learning_rate=1e-3)
 
@@ -142,3 +142,35 @@ def test_behaviour_cloning_fits_the_expert_actions(custom_demos):
     assert stats["bc/loss_last"] < stats["bc/loss_first"] / 10
     assert error() < untrained / 4
     assert th.allclose(gen.policy.log_std, th.full((2,), -1.5))
+
+
+def test_the_learner_reaches_its_generator_only_through_the_seam(tmp_path, monkeypatch):
+    """`generator.make` builds what `GENERATORS` names; a stand-in registered there gets every round's
+    fragment with the discriminator's rewards (not the env's), and the BC warm start."""
+    from gailkit import generator as gen_mod
+    from gailkit import train
+    from gailkit.generator.ppo import PPOGenerator
+
+    calls: list[tuple] = []
+
+    class Recording(PPOGenerator):
+        def update(self, frag, rewards, *args, **kwargs):
+            calls.append(
+                ("update", frag.n_steps, frag.n_envs, np.asarray(rewards).shape, bool(np.allclose(rewards, frag.rews)))
+            )
+            return super().update(frag, rewards, *args, **kwargs)
+
+        def behaviour_clone(self, *args, **kwargs):
+            calls.append(("bc",))
+            return super().behaviour_clone(*args, **kwargs)
+
+    import sys
+
+    monkeypatch.setattr(sys.modules[__name__], "Recording", Recording, raising=False)
+    monkeypatch.setitem(gen_mod.GENERATORS, "ppo", f"{__name__}:Recording")
+    cfg = train.train_config("CustomEnv", "data/customenv.arrow", None, ["total_steps=192"], "tiny")
+    summary = train.train(cfg, tmp_path / "run", quiet=True, log=lambda m: None)
+    assert calls[0] == ("bc",)
+    updates = [c for c in calls if c[0] == "update"]
+    assert len(updates) == summary["rounds"] == 3
+    assert all(c[1:4] == (32, 2, (32, 2)) and not c[4] for c in updates)  # the discriminator's rewards

@@ -8,7 +8,7 @@ import torch as th
 from gailkit import envs, policy, train
 from gailkit.actor import Actor, ActorSpec
 from gailkit.discriminator import Discriminator
-from gailkit.generator import Generator
+from gailkit.generator.ppo import PPOGenerator as Generator
 from gailkit.learner import Learner, TrainingDiverged, expert_data
 
 

@@ -177,6 +177,8 @@ class TrainConfig(_Checked):
     seed: int = _f(0, SEED)
     total_steps: int = _f(150_000, GE1)
     """Env steps to collect in all (rounded up to whole rounds; the first line says so)."""
+    generator: Literal["ppo"] = "ppo"
+    """What updates the policy from the discriminator's rewards (`gailkit/generator/`): ppo, SB3's PPO update."""
     device: str = "auto"
     """Learner device: auto (CUDA when present), cpu, cuda, cuda:N."""
     n_envs: int = _f(8, GE1)

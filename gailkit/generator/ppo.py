@@ -1,4 +1,4 @@
-"""The GAIL generator: stable-baselines3's PPO update, fed from fragments instead of its own rollouts.
+"""The PPO generator: stable-baselines3's PPO update, fed from fragments instead of its own rollouts.
 
 The only module that touches SB3 internals: it writes SB3's `RolloutBuffer` arrays directly from
 a (stacked) fragment, computes GAE with SB3's own `compute_returns_and_advantage`, and runs
@@ -44,8 +44,8 @@ class _Capture(Logger):
         pass
 
 
-class Generator:
-    """Owns the policy the learner trains and SB3's PPO around it."""
+class PPOGenerator:
+    """Owns the policy the learner trains and SB3's PPO around it (a `gailkit.generator.Generator`)."""
 
     def __init__(
         self,
