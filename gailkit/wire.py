@@ -121,7 +121,9 @@ def encode_fragment(f: Fragment) -> bytes:
     return _ipc(batch.replace_schema_metadata({b"gailkit": json.dumps(meta).encode()}))
 
 
-def decode_fragment(header: Header, body: bytes) -> Fragment:
+def decode_fragment(body: bytes, actor_id: int, policy_version: int) -> Fragment:
+    """A FRAGMENT body from `actor_id`, collected with weights `policy_version` (from its header on the
+    wire; from the slot and the version asked for with Ray)."""
     batch = _read_batch(body)
     try:
         meta = json.loads((batch.schema.metadata or {})[b"gailkit"])
@@ -135,8 +137,8 @@ def decode_fragment(header: Header, body: bytes) -> Fragment:
             first_starts=np.asarray(meta["first_starts"], bool),
             episode_returns=np.asarray(meta["episode_returns"], np.float64),
             episode_lengths=np.asarray(meta["episode_lengths"], np.int64),
-            actor_id=header.actor_id,
-            policy_version=header.policy_version,
+            actor_id=actor_id,
+            policy_version=policy_version,
             sample_seconds=float(meta.get("sample_seconds", 0.0)),
         )
     except Exception as e:  # noqa: BLE001 - any failure to parse a peer's bytes is a malformed message

@@ -666,7 +666,7 @@ def test_a_compressed_fragment_bomb_is_dropped_before_it_inflates(tmp_path):
         "body = sink.getvalue().to_pybytes()\n"
         "del batch, sink\n"
         "try:\n"
-        "    wire.decode_fragment(Header(Kind.FRAGMENT, bytes(16), 0, 0), body)\n"
+        "    wire.decode_fragment(body, 0, 0)\n"
         "except ProtocolError as e:\n"
         "    print('refused', len(body), e)\n"
     )

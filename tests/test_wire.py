@@ -45,7 +45,7 @@ WORK_BODY = wire.encode_work(WEIGHTS, 64)
 
 def test_fragment_round_trip_is_exact():
     f = _fragment()
-    back = wire.decode_fragment(Header(Kind.FRAGMENT, RUN, 1, 7), FRAGMENT_BODY)
+    back = wire.decode_fragment(FRAGMENT_BODY, 1, 7)
     for name in (
         "obs",
         "acts",
@@ -99,7 +99,7 @@ def _decoders(data: bytes):
     head = Header(Kind.FRAGMENT, RUN, 0, 0)
     return [
         lambda: wire.parse_header(data[:HEADER_SIZE], RUN),
-        lambda: wire.decode_fragment(head, data),
+        lambda: wire.decode_fragment(data, 0, 0),
         lambda: wire.decode_work(head, data),
         lambda: wire.decode_weights(head, data),
         lambda: wire.decode_json(data),
@@ -138,7 +138,7 @@ def test_fuzz_mutated_messages_raise_only_protocol_errors(body, flips, cut, inse
     _only_protocol_errors(data)
     # and what does decode as a fragment is then judged by the run's spec, never crashes it
     try:
-        frag = wire.decode_fragment(Header(Kind.FRAGMENT, RUN, 0, 0), data)
+        frag = wire.decode_fragment(data, 0, 0)
     except ProtocolError:
         return
     try:

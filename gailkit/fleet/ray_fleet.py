@@ -115,7 +115,7 @@ class RayFleet:
             try:
                 if isinstance(body, Exception):
                     raise ProtocolError("actor_error", str(body).splitlines()[0])
-                frag = wire.decode_fragment(Header(Kind.FRAGMENT, bytes(16), slot, weights.version), body)
+                frag = wire.decode_fragment(body, slot, weights.version)
                 spec.check(frag)
             except (ProtocolError, BadFragment):
                 self.dropped += 1

@@ -261,7 +261,7 @@ class ZmqFleet:
                 peer.slot = None
                 continue
             try:
-                frag = wire.decode_fragment(header, payload)
+                frag = wire.decode_fragment(payload, header.actor_id, header.policy_version)
                 spec.check(frag)
             except ProtocolError:
                 self._strike(peer, "malformed", pending)
