@@ -17,6 +17,7 @@ every `train()` runs: `Checkpoints`, `BestCheckpoint`, `Metrics`, `Progress`.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -128,11 +129,17 @@ class Metrics(Callback):
 
 
 class Progress(Callback):
-    """The first line, a progress bar, one line per round (fps: env steps per second of the whole
-    run, collection and learning; collect fps: per second of collection alone)."""
+    """The first line, then per round: on a terminal, a progress bar and one line per round; in a log
+    (output piped to a file), plain lines only: every evaluation round, about 50 others spread over
+    the run, and at least one every `every_s` seconds. `quiet`: the first line only. (fps: env steps
+    per second of the whole run, collection and learning; collect fps: of collection alone.)"""
 
-    def __init__(self, quiet: bool = False, log: Callable[[str], None] = print):
-        self.quiet, self.log, self.bar = quiet, log, None
+    def __init__(
+        self, quiet: bool = False, log: Callable[[str], None] = print, tty: bool | None = None, every_s: float = 30.0
+    ):
+        self.quiet, self.log, self.bar, self.every_s = quiet, log, None, every_s
+        self.tty = sys.stderr.isatty() if tty is None else tty
+        self.last_line = time.monotonic()
 
     def on_start(self, run: Run) -> None:
         refs, cfg = run.references, run.cfg
@@ -152,7 +159,9 @@ class Progress(Callback):
             + f", device {run.device}, {rounds}, run {run.dir}"
             + (f", resuming at round {run.learner.version}" if run.resume_from else "")
         )
-        if not self.quiet:
+        self.every_rounds = max(1, cfg.total_rounds // 50)
+        self.last_line = time.monotonic()
+        if not self.quiet and self.tty:
             from tqdm import tqdm
 
             self.bar = tqdm(
@@ -171,15 +180,27 @@ class Progress(Callback):
             )
 
     def on_round(self, run: Run, s: dict[str, float]) -> None:
-        if self.bar is None:
+        if self.quiet:
             return
-        self.bar.update(min(run.learner.env_steps, run.target_steps) - self.bar.n)
-        self.bar.set_postfix(
-            fps=f"{s['time/fps']:.0f}",
-            acc_e=f"{s.get('disc/acc_expert', 0):.2f}",
-            acc_g=f"{s.get('disc/acc_gen', 0):.2f}",
-        )
-        self.bar.write(round_line(s))
+        if self.bar is not None:
+            self.bar.update(min(run.learner.env_steps, run.target_steps) - self.bar.n)
+            self.bar.set_postfix(
+                fps=f"{s['time/fps']:.0f}",
+                acc_e=f"{s.get('disc/acc_expert', 0):.2f}",
+                acc_g=f"{s.get('disc/acc_gen', 0):.2f}",
+            )
+            self.bar.write(round_line(s))
+            return
+        now = time.monotonic()
+        last = run.learner.env_steps >= run.target_steps
+        if (
+            "eval/return_mean" in s
+            or last
+            or run.learner.version % self.every_rounds == 0
+            or now - self.last_line >= self.every_s
+        ):
+            self.log(round_line(s))
+            self.last_line = now
 
     def close(self) -> None:
         if self.bar is not None:

@@ -11,9 +11,11 @@ own state (`Learner.state_dict()`), the fleet's, and every RNG.
 from __future__ import annotations
 
 import dataclasses
+import random
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch as th
 
 from gailkit import __version__, fsutil
@@ -47,6 +49,26 @@ class References:
         if self.expert_return is None or self.expert_return == self.random_return:
             return None
         return (ret - self.random_return) / (self.expert_return - self.random_return)
+
+
+def rng_state() -> dict[str, Any]:
+    """Every global RNG's state (torch, python, numpy, cuda), as a checkpoint holds it."""
+    np_state: Any = np.random.get_state()  # the legacy tuple
+    return {
+        "torch": th.get_rng_state(),
+        "python": random.getstate(),
+        "numpy_global": [np_state[0], th.as_tensor(np_state[1].astype(np.int64)), *np_state[2:]],
+        "cuda": th.cuda.get_rng_state_all() if th.cuda.is_available() else [],
+    }
+
+
+def set_rng_state(s: dict[str, Any]) -> None:
+    th.set_rng_state(s["torch"])
+    random.setstate(s["python"])
+    g = s["numpy_global"]
+    np.random.set_state((g[0], g[1].numpy().astype(np.uint32), *g[2:]))
+    if s["cuda"] and th.cuda.is_available():
+        th.cuda.set_rng_state_all(s["cuda"])
 
 
 def random_reference(

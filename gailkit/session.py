@@ -20,7 +20,16 @@ import numpy as np
 import torch as th
 
 from gailkit import config, demos, envs, policy
-from gailkit.checkpoint import RANDOM_EPISODES, Best, CheckpointError, References, RunState, random_reference
+from gailkit.checkpoint import (
+    RANDOM_EPISODES,
+    Best,
+    CheckpointError,
+    References,
+    RunState,
+    random_reference,
+    rng_state,
+    set_rng_state,
+)
 from gailkit.config import TrainConfig
 from gailkit.discriminator import Discriminator, choose_reward_fn
 from gailkit.errors import ConfigError
@@ -46,25 +55,6 @@ def resolve_device(name: str) -> th.device:
     return device
 
 
-def _rng_state(rng: np.random.Generator | None = None) -> dict[str, Any]:
-    np_state: Any = np.random.get_state()  # the legacy tuple
-    return {
-        "torch": th.get_rng_state(),
-        "python": random.getstate(),
-        "numpy_global": [np_state[0], th.as_tensor(np_state[1].astype(np.int64)), *np_state[2:]],
-        "cuda": th.cuda.get_rng_state_all() if th.cuda.is_available() else [],
-    }
-
-
-def _set_rng_state(s: dict[str, Any]) -> None:
-    th.set_rng_state(s["torch"])
-    random.setstate(s["python"])
-    g = s["numpy_global"]
-    np.random.set_state((g[0], g[1].numpy().astype(np.uint32), *g[2:]))
-    if s["cuda"] and th.cuda.is_available():
-        th.cuda.set_rng_state_all(s["cuda"])
-
-
 def observation_only(cfg: TrainConfig) -> TrainConfig:
     """Settings for demos without actions: a state-transition discriminator on (obs, next_obs) (GAIfO,
     Torabi et al. 2018); settings that need the expert's actions are refused."""
@@ -81,9 +71,9 @@ def _restore(learner: Learner, state: RunState, states, log: Callable[[str], Non
             learner.load_state_dict(state.learner)
             if not all(th.isfinite(p).all() for p in learner.generator.policy.parameters()):
                 raise ValueError("non-finite policy weights")
-            saved = _rng_state()
-            _set_rng_state(state.rng)  # only checks that it applies; `Run.start` restores it for real
-            _set_rng_state(saved)
+            saved = rng_state()
+            set_rng_state(state.rng)  # only checks that it applies; `Run.start` restores it for real
+            set_rng_state(saved)
             return state
         except (KeyError, TypeError, ValueError, IndexError, RuntimeError, AttributeError) as e:
             why = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
@@ -161,6 +151,10 @@ class Run:
         else:
             terminated_fraction = float(expert_demos.terminated.sum()) / max(1, expert_demos.n_episodes)
             reward_fn = choose_reward_fn(cfg.disc.reward_fn, terminated_fraction)
+            episodes = max(RANDOM_EPISODES, cfg.eval_episodes)
+            log(
+                f"measuring a uniform random policy's return over {episodes} episodes (the low reference of normalized scores)"
+            )
             references = cls._references(cfg, spaces, expert_demos, allow_code)
         generator = make_generator(cfg.generator, *spaces, cfg.ppo, cfg.normalize_obs, cfg.total_envs, device, cfg.seed)
         disc = Discriminator(*spaces, cfg.disc, device, reward_fn)
@@ -200,7 +194,7 @@ class Run:
                 raise CheckpointError(
                     f"the checkpoint's fleet state does not fit this run ({type(e).__name__}: {e})"
                 ) from None
-            _set_rng_state(self.resume_from.rng)
+            set_rng_state(self.resume_from.rng)
         else:
             self.dir.create(self.cfg)
 
@@ -221,11 +215,19 @@ class Run:
             best=self.best,
             learner=self.learner.state_dict(),
             fleet=self.fleet.state(),
-            rng=_rng_state(),
+            rng=rng_state(),
         )
 
     def save(self, which: str = "round") -> Any:
         return self.dir.save(self.state(), which)
+
+    def behaviour_clone(self) -> dict[str, float]:
+        """The BC warm start of a new run, announced first (it can take a while on large demos)."""
+        if self.cfg.bc.epochs and self.expert_demos.has_actions:
+            self.log(
+                f"behaviour cloning: {self.cfg.bc.epochs} epochs over {len(self.expert_demos):,} demo transitions ..."
+            )
+        return self.learner.behaviour_clone()
 
     def collect_and_learn(self) -> dict[str, float]:
         """One GAIL round: the fleet collects with the current weights, the learner learns; every stat of both."""

@@ -69,7 +69,7 @@ def train(
             run.start()
             cbs.on_start(run)
             if not resume:
-                cbs.on_bc(run, run.learner.behaviour_clone())
+                cbs.on_bc(run, run.behaviour_clone())
             while run.learner.env_steps < run.target_steps:
                 if stop.event.is_set():
                     raise Interrupted()

@@ -65,3 +65,33 @@ def test_close_reaches_every_callback_when_one_fails(tmp_path):
 def test_built_ins_are_named_callbacks():
     names = [type(c).__name__ for c in callbacks.built_in(quiet=True, log=print)]
     assert names == ["Checkpoints", "BestCheckpoint", "Metrics", "Progress"]
+
+
+def test_output_piped_to_a_log_is_plain_lines(tmp_path):
+    """Not a terminal: no progress bar, no carriage returns, a line before each long step, about 50 round
+    lines however long the run (every evaluation round among them)."""
+    from conftest import run_cli
+
+    r = run_cli(
+        "train",
+        "--env",
+        "CustomEnv",
+        "--demos",
+        "data/customenv.arrow",
+        "--preset",
+        "tiny",
+        "--total-steps",
+        str(120 * 64),
+        "--set",
+        "eval_every=40",
+        "--run-dir",
+        str(tmp_path / "run"),
+    )
+    assert r.returncode == 0, r.stderr
+    assert "\r" not in r.stdout + r.stderr and "it/s" not in r.stderr and "step/s" not in r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("measuring a uniform random policy's return over 20 episodes")
+    assert lines[1].startswith("gailkit train: CustomEnv") and lines[2].startswith("behaviour cloning: ")
+    rounds = [line for line in lines if line.startswith("round ")]
+    assert 55 <= len(rounds) <= 70, len(rounds)  # every 2nd of 120 rounds, and the 3 evaluation rounds
+    assert sum(" eval " in line for line in rounds) == 3
