@@ -63,7 +63,8 @@ def test_total_steps_round_up_to_whole_rounds_and_say_so(tmp_path, cartpole_file
     lines = []
     s = train.train(cfg, tmp_path / "run", quiet=True, log=lines.append)
     assert s["env_steps"] == 128
-    assert "2 rounds of 64 env steps = 128 (total_steps 100 rounded up to whole rounds)" in lines[0]
+    first = next(line for line in lines if line.startswith("gailkit train:"))  # after the random baseline's line
+    assert "2 rounds of 64 env steps = 128 (total_steps 100 rounded up to whole rounds)" in first
 
 
 def test_resume_after_round_k_equals_uninterrupted(tmp_path, cartpole_file):
@@ -264,7 +265,7 @@ def test_cli_smoke_train_then_resume(tmp_path):
     )
     assert r.returncode == 0, r.stderr
     assert "evaluation: return" in r.stdout and "action error vs scripted expert" in r.stdout
-    first = r.stdout.splitlines()[0]
+    first = next(line for line in r.stdout.splitlines() if line.startswith("gailkit train:"))
     assert first.startswith("gailkit train: CustomEnv") and first.endswith(f"run {run}")  # a line of its own
     r = run_cli("train", "--resume", str(run), "--total-steps", "256", "--quiet")
     assert r.returncode == 0, r.stderr
