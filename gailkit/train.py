@@ -29,6 +29,13 @@ def train_config(
     """Defaults, then the env's `experts/*.gail.yaml`, then a preset, then `config_file`, then flags and `--set`.
 
     Files never open a door (`config.DOORS`: only flags and `--set` do)."""
+    return config.build(TrainConfig, train_layers(env_id, demos_path, config_file, preset), overrides)
+
+
+def train_layers(
+    env_id: str | None, demos_path: str | None, config_file: str | None, preset: str | None = None
+) -> list[tuple[str, dict]]:
+    """The `(source, settings)` layers of `train_config`, in the order they apply."""
     layers: list[tuple[str, dict]] = []
     file_data = config.read_settings(config_file) if config_file else {}
     env_id = env_id or (file_data.get("env") or {}).get("id")
@@ -46,7 +53,7 @@ def train_config(
     if demos_path:
         flags["demos"] = demos_path
     layers.append(("flags", flags))
-    return config.build(TrainConfig, layers, overrides)
+    return layers
 
 
 def train(

@@ -140,3 +140,16 @@ def test_version_is_the_package_version():
     want = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
     r = run_cli("--version")
     assert r.returncode == 0 and r.stdout.strip() == f"gailkit {want}", r.stdout
+
+
+def test_config_show_names_the_layer_of_every_setting():
+    r = run_cli("config", "show", "--env", "CustomEnv", "--preset", "tiny", "--set", "seed=3", "--set", "ppo.gamma=0.8")
+    assert r.returncode == 0, r.stderr
+    rows = {line.split(":")[0]: line for line in r.stdout.splitlines()}
+    assert rows["env.id"].endswith("# flags") and rows["seed"].split("#")[0].strip() == "seed: 3"
+    assert rows["seed"].endswith("# --set seed=3") and rows["ppo.gamma"].endswith("# --set ppo.gamma=0.8")
+    assert rows["n_envs"].endswith("# --preset tiny") and rows["unsafe_pickle"].endswith("# default")
+    assert rows["ppo.learning_rate"].endswith("customenv.gail.yaml")  # the env's own defaults file
+    assert len(rows) > 60 and all(" # " in line for line in rows.values())
+    r = run_cli("config", "show", "--env", "CustomEnv", "--set", "ppo.n_stepz=3")
+    assert r.returncode == 2 and "unknown setting 'ppo.n_stepz'" in r.stderr and r.stderr.count("\n") == 1

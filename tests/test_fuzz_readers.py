@@ -298,6 +298,7 @@ COMMANDS = [
     ["demos", "inspect"],
     ["demos", "convert"],
     ["keys", "generate"],
+    ["config", "show"],
     ["expert", "train"],
 ]
 FLAGS = [

@@ -195,6 +195,22 @@ def build_parser() -> argparse.ArgumentParser:
     _config_flags(p)
     p.set_defaults(func=_cmd("commands:tune"))
 
+    cfg_cmd = sub.add_parser("config", help="the settings a command would use").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    p = cfg_cmd.add_parser(
+        "show",
+        help="print the resolved training settings, each with the layer it came from",
+        description="Every setting of `gailkit train` with these flags, and where its value came from: default, "
+        "experts/<env>.gail.yaml, --preset, --config, flags or --set. Example: gailkit config show --env Hopper-v4 "
+        "--preset tiny --set ppo.n_steps=128",
+    )
+    p.add_argument("--env", help="gymnasium id, envs/ name, module:Class or file.py:Class")
+    p.add_argument("--demos", help="a demo file or folder")
+    p.add_argument("--preset", help="a named set of settings (tiny)")
+    _config_flags(p)
+    p.set_defaults(func=_cmd("commands:config_show"))
+
     from gailkit.cli.demo_commands import add_parsers
 
     add_parsers(sub, _cmd)
@@ -213,6 +229,11 @@ def main(argv: list[str] | None = None) -> int:
     except GailkitError as e:
         print(f"gailkit: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `gailkit ... | head`: the reader has all it wanted
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except OSError as e:  # the OS said no: a read-only folder, a full disk, a missing file
         where = f"{e.filename}: " if e.filename else ""
         print(f"gailkit: error: {where}{e.strerror or e}", file=sys.stderr)

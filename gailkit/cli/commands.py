@@ -102,6 +102,32 @@ def train(args: argparse.Namespace) -> int:
     return 0
 
 
+def config_show(args: argparse.Namespace) -> int:
+    """The resolved training settings, one `key: value  # source` line each (nothing is made or loaded)."""
+    from gailkit import config
+    from gailkit import train as train_mod
+    from gailkit.config import TrainConfig
+
+    if not args.env and not args.config:
+        raise ConfigError("config show needs --env (or --config FILE naming env.id)")
+    layers = train_mod.train_layers(args.env, args.demos, args.config, args.preset)
+    cfg = config.build(TrainConfig, layers, list(args.overrides))
+    where = config.sources(TrainConfig, layers, list(args.overrides))
+    values = _flatten(config.to_dict(cfg))
+    width = max(len(f"{k}: {json.dumps(v)}") for k, v in values.items())
+    for key, value in values.items():
+        print(f"{f'{key}: {json.dumps(value)}':<{width}}  # {where.get(key, 'default')}")
+    return 0
+
+
+def _flatten(data: dict, prefix: str = "") -> dict:
+    out: dict = {}
+    for key, value in data.items():
+        name = f"{prefix}.{key}" if prefix else key
+        out.update(_flatten(value, name) if isinstance(value, dict) and value else {name: value})
+    return out
+
+
 def actor(args: argparse.Namespace) -> int:
     from gailkit.fleet.worker import run_actor
 

@@ -14,6 +14,7 @@ from gailkit.config.loading import (
     read_settings,
     read_yaml,
     save_yaml,
+    sources,
     to_dict,
     without_doors,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "parse_override",
     "preset",
     "read_settings",
+    "sources",
     "read_yaml",
     "DOORS",
     "without_doors",

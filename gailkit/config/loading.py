@@ -186,6 +186,29 @@ def build(
     return from_dict(cls, data)
 
 
+def sources(
+    cls: type, layers: typing.Sequence[tuple[str, dict[str, Any]]] = (), overrides: typing.Sequence[str] = ()
+) -> dict[str, str]:
+    """For every setting (dotted key), the layer that gave its value: `default`, a file, a preset, `flags`
+    or `--set` (the last one that named it, as `build` applies them)."""
+
+    def leaves(data: Any, prefix: str = "") -> list[str]:
+        if not isinstance(data, dict) or not data:
+            return [prefix]
+        return [
+            leaf for key, value in data.items() for leaf in leaves(value, f"{prefix}.{key}" if prefix else str(key))
+        ]
+
+    out = dict.fromkeys(leaves(to_dict(cls())), "default")
+    for source, layer in layers:
+        for key in leaves(layer):
+            out[key if key in out else next((k for k in out if key.startswith(k + ".")), key)] = source
+    for text in overrides:
+        keys, _ = parse_override(text)
+        out[".".join(keys)] = f"--set {text}"
+    return out
+
+
 def save_yaml(cfg: Any, path: str | Path) -> None:
     """Write a config as YAML, atomically."""
     from gailkit import fsutil
