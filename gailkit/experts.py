@@ -121,7 +121,17 @@ def train_expert(
         )
     model = policy.make_ppo(venv, cfg.ppo, normalize_obs=False, device=device, seed=cfg.seed)
     start = time.perf_counter()
-    log(f"training PPO expert on {cfg.env.id} for {cfg.total_timesteps:,} steps ({cfg.n_envs} envs)")
+    rollout = cfg.ppo.n_steps * cfg.n_envs
+    steps = -(-cfg.total_timesteps // rollout) * rollout  # SB3 collects whole rollouts
+    rounded = (
+        ""
+        if steps == cfg.total_timesteps
+        else (
+            f" = {steps:,} (total_timesteps {cfg.total_timesteps:,} rounded up to whole rollouts of {cfg.n_envs} envs x "
+            f"{cfg.ppo.n_steps} steps)"
+        )
+    )
+    log(f"training PPO expert on {cfg.env.id} for {cfg.total_timesteps:,} steps ({cfg.n_envs} envs){rounded}")
     model.learn(total_timesteps=cfg.total_timesteps, callback=_progress_callback(cfg.total_timesteps, quiet))
     seconds = time.perf_counter() - start
     if cfg.normalize_obs:

@@ -153,3 +153,31 @@ def test_config_show_names_the_layer_of_every_setting():
     assert len(rows) > 60 and all(" # " in line for line in rows.values())
     r = run_cli("config", "show", "--env", "CustomEnv", "--set", "ppo.n_stepz=3")
     assert r.returncode == 2 and "unknown setting 'ppo.n_stepz'" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_expert_train_says_how_it_rounds_its_steps(tmp_path):
+    r = run_cli(
+        "expert",
+        "train",
+        "--env",
+        "CartPole-v1",
+        "--total-steps",
+        "100",
+        "--set",
+        "n_envs=2",
+        "--set",
+        "ppo.n_steps=64",
+        "--set",
+        "ppo.batch_size=64",
+        "--set",
+        "eval_episodes=1",
+        "--quiet",
+        "--out",
+        str(tmp_path / "e.zip"),
+    )
+    assert r.returncode == 0, r.stderr
+    assert (
+        "for 100 steps (2 envs) = 128 (total_timesteps 100 rounded up to whole rollouts of 2 envs x 64 steps)"
+        in r.stdout
+    ), r.stdout
+    assert (tmp_path / "e.zip").is_file() and (tmp_path / "e.json").is_file()
