@@ -401,3 +401,24 @@ def test_the_expert_policys_return_travels_with_the_demos(tmp_path, custom_demos
     assert (
         both.meta.expert_return is None and demos.expert_reference(both)[1] == "demos"
     )  # two experts: no one reference
+
+
+def test_ends_given_as_dones_alone_are_read_against_the_env_time_limit(tmp_path):
+    """A dict pickle (or table) with only `dones` cannot tell a time limit from a termination: ends at the
+    env's `max_episode_steps` become truncations, with one warning line; the rest stay terminations."""
+    import pickle
+
+    from gailkit import demos, experts
+
+    rng = np.random.default_rng(0)
+    for env_id, policy, want_cut in (
+        ("Pendulum-v1", lambda obs: rng.uniform(-2, 2, (1,)).astype(np.float32), 2),
+        ("CartPole-v1", lambda obs: int(rng.integers(2)), 0),
+    ):
+        d = experts.record(policy, env_id, episodes=2, seed=0, source="random")
+        path = tmp_path / f"{env_id}.pkl"
+        path.write_bytes(pickle.dumps({"obs": d.obs, "acts": d.acts, "next_obs": d.next_obs, "dones": d.dones}))
+        with pytest.warns(demos.DemoWarning, match=f"{want_cut} of 2 ends at the env's time limit"):
+            back = demos.load(path, env_id=env_id)
+        assert int(back.truncated.sum()) == want_cut and int(back.terminated.sum()) == 2 - want_cut
+        assert np.array_equal(back.truncated, d.truncated) and np.array_equal(back.terminated, d.terminated)

@@ -184,6 +184,7 @@ def from_columns(cols: dict[str, np.ndarray], meta: DemoMeta, path: Path | str) 
         truncated = np.asarray(cols.get("truncated", np.zeros(n, bool)), dtype=bool)
     elif "dones" in cols:
         terminated, truncated = np.asarray(cols["dones"], dtype=bool), np.zeros(n, bool)
+        meta.ends_from_dones = True
     else:
         raise DemoError(f"{path}: needs column 'terminated' (and 'truncated') or 'dones' to tell episodes apart")
     if "episode_id" in cols and "step" in cols:

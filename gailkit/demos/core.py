@@ -37,11 +37,15 @@ class DemoMeta:
     format: str = ""
     """How the file was read: arrow, parquet, pickle/dict, pickle/trajectories, imitation-dataset, ..."""
     path: str = ""
+    ends_from_dones: bool = False
+    """The file marks episode ends as `dones` alone, which cannot tell a time limit from a termination
+    (set by the reader; `demos.load` reads ends at the env's time limit as truncations)."""
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d.pop("format")
         d.pop("path")
+        d.pop("ends_from_dones")
         d["format_version"] = FORMAT_VERSION
         return d
 

@@ -122,7 +122,10 @@ def _from_transitions(t: Any, path: Path) -> Demos:
     }
     if getattr(t, "rews", None) is not None:
         cols["rews"] = _array(t.rews, "rews", path)
-    return from_columns(cols, DemoMeta(format="pickle/transitions", path=str(path)), path)
+    infos = getattr(t, "infos", None)
+    marked = infos is not None and any(isinstance(i, dict) and "TimeLimit.truncated" in i for i in infos)
+    meta = DemoMeta(format="pickle/transitions", path=str(path), ends_from_dones=not marked)
+    return from_columns(cols, meta, path)
 
 
 def _from_trajectories(trajs: list, path: Path) -> Demos:
