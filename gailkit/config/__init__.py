@@ -1,8 +1,8 @@
 """Settings: the dataclasses (`schema`) and how YAML files, presets and `--set` build them (`loading`)."""
 
+from gailkit.config.doors import DOORS, read_settings, without_doors
 from gailkit.config.fields import FieldError
 from gailkit.config.loading import (
-    DOORS,
     PRESETS,
     build,
     from_dict,
@@ -11,12 +11,10 @@ from gailkit.config.loading import (
     nest,
     parse_override,
     preset,
-    read_settings,
     read_yaml,
     save_yaml,
     sources,
     to_dict,
-    without_doors,
 )
 from gailkit.config.schema import (
     BCConfig,
