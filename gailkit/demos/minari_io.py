@@ -30,14 +30,19 @@ def root() -> Path:
     return Path(os.environ.get("MINARI_DATASETS_PATH") or Path.home() / ".minari" / "datasets")
 
 
+def _local_id(spec: str) -> str:
+    """The dataset id of `minari:ID`, if it names a folder inside the local root (reading and writing alike)."""
+    dataset_id = spec[len(PREFIX) :]
+    if not dataset_id or dataset_id.startswith(("/", "~")) or ".." in Path(dataset_id).parts:
+        raise DemoError(f"{spec}: a Minari dataset id is a name inside the local root, like hopper/expert-v0")
+    return dataset_id
+
+
 def resolve(spec: str | Path) -> Path:
     """`minari:ID` -> its data folder in the local root; a dataset folder -> its data folder."""
     text = str(spec)
     if text.startswith(PREFIX):
-        dataset_id = text[len(PREFIX) :]
-        if not dataset_id or dataset_id.startswith(("/", "~")) or ".." in Path(dataset_id).parts:
-            raise DemoError(f"{text}: a Minari dataset id is a name inside the local root, like hopper/expert-v0")
-        path = fsutil.inside(root() / dataset_id / "data", root(), f"{text}: ")
+        path = fsutil.inside(root() / _local_id(text) / "data", root(), f"{text}: ")
         if not (path / "metadata.json").is_file():
             raise DemoError(
                 f"{text}: no such dataset in the local Minari root {root()} (gailkit reads offline: "
@@ -216,7 +221,7 @@ def write(demos: Demos, spec: str, data_format: str = "hdf5") -> Path:
         raise DemoError("writing Minari datasets needs minari: pip install 'gailkit[minari]'") from None
     if demos.acts is None:
         raise DemoError("Minari datasets hold actions; these demos have none")
-    dataset_id = spec[len(PREFIX) :]
+    dataset_id = _local_id(spec)
     from minari.dataset.minari_dataset import parse_dataset_id
 
     try:
@@ -225,8 +230,6 @@ def write(demos: Demos, spec: str, data_format: str = "hdf5") -> Path:
         raise DemoError(
             f"{spec}: not a Minari dataset id (NAMESPACE/NAME-vN or NAME-vN, e.g. hopper/expert-v0)"
         ) from None
-    if ".." in Path(dataset_id).parts or dataset_id.startswith("/"):
-        raise DemoError(f"{spec}: a Minari dataset id is a name inside the local root, like hopper/expert-v0")
     if demos.meta.observation_space is None or demos.meta.action_space is None:
         raise DemoError(f"{spec}: these demos name no spaces; Minari datasets need them")
     obs_space, act_space = space_from_json(demos.meta.observation_space), space_from_json(demos.meta.action_space)
