@@ -32,8 +32,8 @@ class DeviceCheck(Callback):
         self.seen["policy"] = next(learner.generator.policy.parameters()).device
         self.seen["normalizer"] = learner.generator.policy.features_extractor.mean.device
         self.seen["disc"] = next(learner.disc.net.parameters()).device
-        self.seen["disc_inputs"] = learner.expert.inputs.device
-        self.seen["rewards"] = learner.disc.reward(learner.expert.inputs[:8]).device
+        self.seen["disc_inputs"] = learner.expert.batch.obs_absorbing.device
+        self.seen["rewards"] = learner.disc.reward(learner.expert.batch[:8]).device
         if learner.replay:
             self.seen["replay"] = learner.replay[-1].device
 

@@ -23,12 +23,12 @@ import zmq
 
 from gailkit import envs, policy, wire
 from gailkit.actor import Actor, ActorSpec
-from gailkit.config import EnvConfig, FleetConfig, PPOConfig
+from gailkit.config import EnvConfig, FleetConfig, PolicyConfig
 from gailkit.fleet import InProcessFleet
 from gailkit.fleet.zmq_fleet import ZmqFleet
 
 BUSY = EnvConfig(id=f"{Path(__file__).resolve().parent / 'busy_env.py'}:BusyCartPole")
-PPO = PPOConfig()  # the default MLP, 64x64
+PPO = PolicyConfig()  # the default MLP, 64x64
 
 
 def _weights(env_cfg, version):

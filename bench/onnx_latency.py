@@ -44,7 +44,7 @@ def main() -> None:
     th.set_num_threads(1)
     cfg = config.build(TrainConfig, overrides=[f"env.id={args.env}"])
     obs_space, act_space = envs.spaces(cfg.env)
-    pol = policy.build(obs_space, act_space, cfg.ppo, cfg.normalize_obs)
+    pol = policy.build(obs_space, act_space, cfg.policy, cfg.normalize_obs)
     state = checkpoint.RunState(
         round=0,
         env_steps=0,
@@ -79,7 +79,7 @@ def main() -> None:
         thr = timeit(fnb, max(50, args.iters // 20))
         rows.append((label, statistics.median(lat) * 1e6, np.percentile(lat, 99) * 1e6, 1024 / statistics.median(thr)))
     print(
-        f"# {args.env}, MLP {cfg.ppo.net_arch} {cfg.ppo.activation}, 1 thread, {platform.machine()}, torch {th.__version__}, "
+        f"# {args.env}, MLP {cfg.policy.net_arch} {cfg.policy.activation}, 1 thread, {platform.machine()}, torch {th.__version__}, "
         f"{time.strftime('%Y-%m-%d')}"
     )
     print("| runtime | batch-1 latency median (µs) | p99 (µs) | batch-1024 throughput (obs/s) |\n|---|---|---|---|")

@@ -60,7 +60,7 @@ def main() -> None:
     base = train.train_config(args.env, args.demos, None, args.set)
     print(
         f"# {args.env}: {base.total_envs} envs x {base.ppo.n_steps} steps per round, batch {base.ppo.batch_size}, "
-        f"{base.ppo.n_epochs} epochs, net {base.ppo.net_arch}; {args.steps:,} env steps; {platform.machine()}, "
+        f"{base.ppo.n_epochs} epochs, net {base.policy.net_arch}; {args.steps:,} env steps; {platform.machine()}, "
         f"torch {th.__version__} (1 thread), {time.strftime('%Y-%m-%d')}",
         flush=True,
     )

@@ -17,7 +17,7 @@ import numpy as np
 import torch as th
 
 from gailkit import config, envs, policy
-from gailkit.config import EnvConfig, PPOConfig
+from gailkit.config import EnvConfig, PolicyConfig
 from gailkit.fragments import Fragment, Weights
 
 
@@ -26,8 +26,8 @@ class ActorSpec:
     """Everything an actor needs, as it travels to actor processes and Ray actors (JSON)."""
 
     env: EnvConfig
-    ppo: PPOConfig
-    """Only the network's shape matters to an actor (net_arch, activation, log_std_init)."""
+    policy: PolicyConfig
+    """The network an actor builds (its weights come from the learner)."""
     normalize_obs: bool
     n_envs: int
     seed: int
@@ -37,7 +37,7 @@ class ActorSpec:
     def to_json(self) -> dict[str, Any]:
         return {
             "env": config.to_dict(self.env),
-            "ppo": config.to_dict(self.ppo),
+            "policy": config.to_dict(self.policy),
             "normalize_obs": self.normalize_obs,
             "n_envs": self.n_envs,
             "seed": self.seed,
@@ -61,8 +61,8 @@ class ActorSpec:
                 f"actor spec: {n_envs} envs, heartbeat {heartbeat_s} s, normalize_obs {normalize!r}"
             )
         return cls(
-            config.from_dict(EnvConfig, d["env"], "env"),
-            config.from_dict(PPOConfig, d["ppo"], "ppo"),
+            config.from_dict(EnvConfig, d.get("env"), "env"),
+            config.from_dict(PolicyConfig, d.get("policy"), "policy"),
             normalize,
             n_envs,
             seed,
@@ -93,7 +93,7 @@ class Actor:
 
     def __init__(self, spec: ActorSpec, allow_code: bool = True):
         self.spec, self.allow_code = spec, allow_code
-        self.env_cfg, self.ppo_cfg, self.normalize_obs = spec.env, spec.ppo, spec.normalize_obs
+        self.env_cfg, self.policy_cfg, self.normalize_obs = spec.env, spec.policy, spec.normalize_obs
         self.actor_id, self.n_envs, self.seed = spec.actor_id, spec.n_envs, spec.seed
         self.version = -1
         self._slots: list[_EnvSlot] = []
@@ -105,7 +105,9 @@ class Actor:
         self._slots = [_EnvSlot(factory()) for _ in range(self.n_envs)]
         first = self._slots[0].env
         self.observation_space, self.action_space = first.observation_space, first.action_space
-        self._policy = policy.build(self.observation_space, self.action_space, self.ppo_cfg, self.normalize_obs, "cpu")
+        self._policy = policy.build(
+            self.observation_space, self.action_space, self.policy_cfg, self.normalize_obs, "cpu"
+        )
         self._policy.set_training_mode(False)
         self._rng = np.random.default_rng(self.seed + self.actor_id)
         for slot in self._slots:

@@ -187,7 +187,7 @@ def load(path: str | Path, device: str | th.device = "cpu") -> RunState:
     from gailkit.config import TrainConfig
 
     try:
-        settings = config.from_dict(TrainConfig, config.migrate(data["config"]), "config")
+        settings = config.from_dict(TrainConfig, config.migrate(data["config"], str(path)), "config")
         spaces = demos.space_from_json(data["spaces"]["observation"]), demos.space_from_json(data["spaces"]["action"])
     except (GailkitError, KeyError, TypeError, ValueError, AttributeError) as e:
         raise CheckpointError(f"{path}: its settings or spaces cannot be read ({type(e).__name__}: {e})") from None
@@ -233,7 +233,7 @@ def load_policy(path: str | Path, device: str = "cpu"):
     state = load(path, device)
     try:
         pol = policy.build(
-            state.observation_space, state.action_space, state.settings.ppo, state.settings.normalize_obs, device
+            state.observation_space, state.action_space, state.settings.policy, state.settings.normalize_obs, device
         )
         pol.load_state_dict(state.learner["generator"]["policy"])
     except (GailkitError, KeyError, TypeError, ValueError, RuntimeError) as e:

@@ -135,11 +135,12 @@ class _RegisteredFactory:
 
     def __call__(self) -> gym.Env:
         try:
-            return gym.make(self.name, **self.kwargs)
+            env = gym.make(self.name, **self.kwargs)
         except (TypeError, ValueError) as e:
             raise EnvError(f"--env {self.name}: bad env kwargs {self.kwargs} ({e})") from None
         except gym.error.DependencyNotInstalled as e:
             raise EnvError(f"--env {self.name}: {str(e).splitlines()[0]}") from None
+        return check_spaces(env, self.name)
 
 
 class _ClassFactory:
@@ -154,7 +155,32 @@ class _ClassFactory:
             env = cls(**self.kwargs)
         except (TypeError, ValueError) as e:
             raise EnvError(f"--env {self.name}: cannot construct with kwargs {self.kwargs} ({e})") from None
-        return env
+        return check_spaces(env, self.name)
+
+
+def check_spaces(env: gym.Env, name: str) -> gym.Env:
+    """`env`, once its spaces are ones gailkit handles end to end; else closed, and one line naming the
+    space (before anything is recorded or trained)."""
+    from gailkit import spaces as supported
+
+    obs, act = env.observation_space, env.action_space
+    problem = ""
+    try:
+        supported.check_space(obs)
+        supported.check_space(act, "action space")
+    except supported.UnsupportedSpace as e:
+        problem = str(e)
+    if not problem and isinstance(act, gym.spaces.Dict):
+        problem = f"action space {act} is not supported (Box, Discrete, MultiDiscrete, MultiBinary are)"
+    if not problem and isinstance(obs, gym.spaces.Dict):
+        problem = (
+            f"observation space {obs}: Dict observations are not yet carried by demo files and fragments "
+            "(the networks take them); wrap the env in gymnasium.wrappers.FlattenObservation"
+        )
+    if problem:
+        env.close()
+        raise EnvError(f"--env {name}: {problem}")
+    return env
 
 
 def make_env(cfg: EnvConfig | str, seed: int | None = None, allow_code: bool = True) -> gym.Env:

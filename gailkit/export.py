@@ -156,7 +156,7 @@ def export_sb3(source: str | Path, out: str | Path, which: str = "best") -> Path
     venv = experts.make_vec_env(cfg.env, 1, 0, monitor=False, allow_code=False)
     try:
         ppo_cfg = dataclasses.replace(cfg.ppo, n_steps=max(cfg.ppo.n_steps, cfg.ppo.batch_size))
-        model = policy.make_ppo(venv, ppo_cfg, cfg.normalize_obs, "cpu")
+        model = policy.make_ppo(venv, ppo_cfg, cfg.policy, cfg.normalize_obs, "cpu")
         model.policy.load_state_dict(pol.state_dict())
         out = Path(out)
         with fsutil.atomic_path(out, suffix=".zip") as tmp:

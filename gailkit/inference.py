@@ -121,6 +121,11 @@ def _space(d: Any) -> dict[str, Any]:
         out.update(shape=[], dtype="int64")
     elif d["type"] == "MultiBinary" and "shape" not in d:
         out["shape"], out["dtype"] = [d.get("n")], "int8"
+    elif d["type"] == "MultiDiscrete":
+        nvec = d.get("nvec")
+        if not isinstance(nvec, list) or not nvec or not all(type(k) is int and 1 <= k < 1 << 31 for k in nvec):
+            raise ValueError(f"MultiDiscrete nvec={nvec!r}")
+        out["shape"], out["dtype"] = [len(nvec)], "int64"
     shape = out.get("shape", [])
     if (
         not isinstance(shape, list)
@@ -152,3 +157,11 @@ def _check_actions(actions: Any, n: int, space: dict[str, Any], path: Path) -> N
         and not ((arr >= space.get("start", 0)) & (arr < space.get("start", 0) + space["n"])).all()
     ):
         raise InferenceError(f"{path}: the graph returned an action outside Discrete({space['n']})")
+    if space["type"] == "MultiBinary" and not ((arr == 0) | (arr == 1)).all():
+        raise InferenceError(f"{path}: the graph returned a MultiBinary action other than 0 and 1")
+    if space["type"] == "MultiDiscrete":
+        nvec = np.asarray(space.get("nvec", []), dtype=np.float64)
+        if nvec.shape != arr.shape[1:] or not ((arr >= 0) & (arr < nvec)).all():
+            raise InferenceError(
+                f"{path}: the graph returned an action outside MultiDiscrete({nvec.astype(int).tolist()})"
+            )

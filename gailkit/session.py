@@ -156,11 +156,11 @@ class Run:
                 f"measuring a uniform random policy's return over {episodes} episodes (the low reference of normalized scores)"
             )
             references = cls._references(cfg, spaces, expert_demos, allow_code)
-        generator = make_generator(cfg.generator, *spaces, cfg.ppo, cfg.normalize_obs, cfg.total_envs, device, cfg.seed)
+        generator = make_generator(cfg, *spaces, device)
         disc = Discriminator(*spaces, cfg.disc, device, reward_fn)
         expert = expert_data(disc, expert_demos.obs, expert_demos.acts, expert_demos.next_obs, expert_demos.terminated)
         if cfg.normalize_obs:
-            policy.normalizer(generator.policy).update(th.as_tensor(np.array(expert_demos.obs)))
+            policy.update_normalizer(generator.policy, expert_demos.obs)
         learner = Learner(cfg, generator, disc, expert, rng)
         if state is not None and states is not None:
             state = _restore(learner, state, states, log)

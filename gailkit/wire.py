@@ -23,7 +23,7 @@ from gailkit import arrow_tensors, limits
 from gailkit.errors import InputError
 from gailkit.fragments import Fragment, Weights
 
-PROTOCOL_VERSION = 2  # 2: REJECT; fragments checked against the run's spaces
+PROTOCOL_VERSION = 3  # 2: REJECT; fragments checked against the run's spaces. 3: CONFIG names `policy`, not `ppo`
 MAGIC = b"GKIT"
 _HEADER = struct.Struct("!4sHB16siq")
 HEADER_SIZE = _HEADER.size
@@ -150,8 +150,9 @@ def encode_work(w: Weights, n_steps: int) -> bytes:
     return encode_weights(w, {"n_steps": n_steps})
 
 
-def decode_work(header: Header, body: bytes) -> tuple[Weights, int]:
-    weights, meta = _decode_weights(header, body)
+def decode_work(body: bytes, policy_version: int) -> tuple[Weights, int]:
+    """A WORK body sent with weights of `policy_version` (its header's)."""
+    weights, meta = _decode_weights(body, policy_version)
     try:
         n_steps = int(meta["n_steps"])
     except (KeyError, TypeError, ValueError, OverflowError):
@@ -183,11 +184,12 @@ def encode_weights(w: Weights, meta: dict[str, Any] | None = None) -> bytes:
 _WEIGHT_DTYPES = {"float32", "float64", "float16", "int64", "int32", "bool"}
 
 
-def decode_weights(header: Header, body: bytes) -> Weights:
-    return _decode_weights(header, body)[0]
+def decode_weights(body: bytes, policy_version: int) -> Weights:
+    """Weights bodies, of version `policy_version` (a WORK header's; the version Ray was asked for)."""
+    return _decode_weights(body, policy_version)[0]
 
 
-def _decode_weights(header: Header, body: bytes) -> tuple[Weights, dict[str, Any]]:
+def _decode_weights(body: bytes, policy_version: int) -> tuple[Weights, dict[str, Any]]:
     batch = _read_batch(body)
     try:
         meta = json.loads((batch.schema.metadata or {}).get(b"gailkit", b"{}"))
@@ -197,7 +199,7 @@ def _decode_weights(header: Header, body: bytes) -> tuple[Weights, dict[str, Any
             if dtype not in _WEIGHT_DTYPES:
                 raise ValueError(f"dtype {dtype!r} of {name}")
             tensors[name] = np.frombuffer(data, dtype=np.dtype(dtype)).reshape(tuple(shape)).copy()
-        return Weights(header.policy_version, tensors), meta
+        return Weights(policy_version, tensors), meta
     except Exception as e:  # noqa: BLE001 - any failure to parse a peer's bytes is a malformed message
         raise ProtocolError("malformed", f"bad weights ({type(e).__name__}: {str(e)[:200]})") from None
 

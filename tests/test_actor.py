@@ -3,9 +3,9 @@ import pytest
 
 from gailkit import policy
 from gailkit.actor import Actor, ActorSpec
-from gailkit.config import EnvConfig, PPOConfig
+from gailkit.config import EnvConfig, PolicyConfig, PPOConfig
 
-CFG = PPOConfig(net_arch=[16])
+CFG = PolicyConfig(net_arch=[16])
 
 
 def _actor(seed=0, actor_id=0):
@@ -147,8 +147,17 @@ def test_truncation_bootstraps_from_the_true_final_observation(monkeypatch):
     a = Actor(ActorSpec(EnvConfig(id="counter"), CFG, normalize_obs=False, n_envs=1, seed=0))
     a.start()
     f = a.sample(12)
-    cfg = PPOConfig(n_steps=12, batch_size=12, n_epochs=1, net_arch=[8], gamma=0.5)
-    gen = Generator(a.observation_space, a.action_space, cfg, normalize_obs=False, n_envs=1, device="cpu", seed=0)
+    cfg = PPOConfig(n_steps=12, batch_size=12, n_epochs=1, gamma=0.5)
+    gen = Generator(
+        a.observation_space,
+        a.action_space,
+        cfg,
+        PolicyConfig(net_arch=[8]),
+        normalize_obs=False,
+        n_envs=1,
+        device="cpu",
+        seed=0,
+    )
     v_final = gen.values(np.array([[5, 1]], np.float32)).item()  # the truncated episode's last obs, t = 5
     v_reset = gen.values(np.array([[0, 2]], np.float32)).item()  # what a next-step autoreset would show
     assert abs(v_final - v_reset) > 1e-4

@@ -7,11 +7,11 @@ from gailkit.errors import ConfigError
 
 def test_defaults_then_yaml_then_overrides(tmp_path):
     f = tmp_path / "cfg.yaml"
-    f.write_text("env: {id: CartPole-v1}\ntotal_timesteps: 1e5\nppo:\n  n_steps: 32\n  net_arch: [16]\n")
+    f.write_text("env: {id: CartPole-v1}\ntotal_timesteps: 1e5\nppo:\n  n_steps: 32\npolicy:\n  net_arch: [16]\n")
     cfg = config.build(ExpertConfig, [(str(f), config.read_yaml(f))], ["ppo.n_steps=64", "ppo.gamma=0.9"])
     assert cfg.env.id == "CartPole-v1"
     assert cfg.total_timesteps == 100_000 and isinstance(cfg.total_timesteps, int)
-    assert cfg.ppo.n_steps == 64 and cfg.ppo.gamma == 0.9 and cfg.ppo.net_arch == [16]
+    assert cfg.ppo.n_steps == 64 and cfg.ppo.gamma == 0.9 and cfg.policy.net_arch == [16]
     assert cfg.ppo.batch_size == ExpertConfig().ppo.batch_size  # untouched keys keep defaults
 
 
@@ -30,8 +30,9 @@ def test_unknown_key_names_full_path_and_suggests(tmp_path):
         ("ppo.n_steps=abc", "'ppo.n_steps': expected an integer, got 'abc'"),
         ("ppo.n_steps=1.5", "'ppo.n_steps': expected an integer, got 1.5"),
         ("ppo.use_sde=3", "'ppo.use_sde': expected true or false"),
-        ("ppo.net_arch=7", "'ppo.net_arch': expected a list"),
-        ("ppo.activation=sigmoid", "'ppo.activation': expected one of 'tanh', 'relu'"),
+        ("policy.net_arch=7", "'policy.net_arch': expected a list"),
+        ("policy.activation=sigmoid", "'policy.activation': expected one of 'tanh', 'relu'"),
+        ("policy.encoder=rnn", "'policy.encoder': expected one of 'auto', 'flat', 'cnn'"),
         ("env=3", "env: expected a mapping"),
         ("nokey", "expected KEY=VALUE"),
     ],
@@ -62,3 +63,22 @@ def test_save_yaml_round_trip(tmp_path):
     config.save_yaml(cfg, tmp_path / "out.yaml")
     again = config.build(ExpertConfig, [("out.yaml", config.read_yaml(tmp_path / "out.yaml"))])
     assert again == cfg
+
+
+def test_network_settings_of_gailkit_0_2_move_from_ppo_to_policy_with_one_notice(tmp_path):
+    """A 0.2 settings file, `--set ppo.net_arch=...` and a 0.2 run's config all land in `policy:`."""
+    from gailkit.config import TrainConfig
+
+    f = tmp_path / "old.yaml"
+    f.write_text("ppo:\n  n_steps: 32\n  net_arch: [16]\n  activation: relu\n")
+    with pytest.warns(UserWarning, match=r"old.yaml: written by gailkit 0.2; ppo.net_arch, ppo.activation read as"):
+        cfg = config.build(TrainConfig, [(str(f), config.read_settings(f))])
+    assert cfg.policy.net_arch == [16] and cfg.policy.activation == "relu" and cfg.ppo.n_steps == 32
+    with pytest.warns(UserWarning, match=r"--set ppo.log_std_init=-1: 'ppo.log_std_init' is now 'policy.log_std_init'"):
+        cfg = config.build(TrainConfig, overrides=["ppo.log_std_init=-1"])
+    assert cfg.policy.log_std_init == -1.0
+    with pytest.warns(UserWarning, match="run.pt: written by gailkit 0.2"):
+        old = config.migrate({"ppo": {"ortho_init": False}, "policy": {"net_arch": [8]}}, "run.pt")
+    assert old == {"ppo": {}, "policy": {"net_arch": [8], "ortho_init": False}}
+    with pytest.raises(ConfigError, match="unknown setting 'ppo.encoder'"):  # only the moved names move
+        config.build(TrainConfig, overrides=["ppo.encoder=cnn"])

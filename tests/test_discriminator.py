@@ -6,7 +6,7 @@ import torch as th
 
 from gailkit import envs
 from gailkit.config import DiscConfig
-from gailkit.discriminator import Discriminator, choose_reward_fn
+from gailkit.discriminator import Batch, Discriminator, choose_reward_fn
 
 
 def _data(custom_demos):
@@ -24,7 +24,7 @@ def test_separates_expert_from_random_after_a_few_updates(custom_demos, extra, a
     th.manual_seed(0)
     obs_space, act_space = envs.spaces("CustomEnv")
     disc = Discriminator(obs_space, act_space, DiscConfig(net_arch=[32, 32], disc_lr=3e-3, **extra), "cpu", "gail")
-    exp, rand = (disc.preprocess(*x) for x in _data(custom_demos))
+    exp, rand = (disc.batch(*x) for x in _data(custom_demos))
     first = disc.train_step(exp, rand)
     for _ in range(400):
         stats = disc.train_step(exp, rand)
@@ -38,13 +38,14 @@ def test_batched_reward_equals_per_sample_and_has_its_sign(custom_demos, fn):
     obs_space, act_space = envs.spaces("CustomEnv")
     th.manual_seed(0)
     disc = Discriminator(obs_space, act_space, DiscConfig(grad_penalty=1.0, ent_coef=0.01, disc_lr=3e-3), "cpu", fn)
-    exp, rand = (disc.preprocess(*x) for x in _data(custom_demos))
+    exp, rand = (disc.batch(*x) for x in _data(custom_demos))
     for _ in range(50):
         disc.train_step(exp, rand)  # moves the normalization statistics and the logits away from 0
-    batched = disc.reward(th.cat([exp, rand]), chunk=7).numpy()
-    single = np.array([disc.reward(x[None]).item() for x in th.cat([exp, rand])])
+    both = Batch.cat([exp, rand])
+    batched = disc.reward(both, chunk=7).numpy()
+    single = np.array([disc.reward(both[i : i + 1]).item() for i in range(len(both))])
     assert np.allclose(batched, single, atol=1e-6)
-    logits = disc.logits(th.cat([exp, rand])).detach().numpy()
+    logits = disc.logits(both).detach().numpy()
     assert (logits > 0).any() and (logits < 0).any()
     expected = {"gail": np.logaddexp(0, logits), "airl": logits, "negative": -np.logaddexp(0, -logits)}[fn]
     assert np.allclose(batched, expected, atol=1e-5)
@@ -53,7 +54,7 @@ def test_batched_reward_equals_per_sample_and_has_its_sign(custom_demos, fn):
 def test_reward_does_not_move_normalization(custom_demos):
     obs_space, act_space = envs.spaces("CustomEnv")
     disc = Discriminator(obs_space, act_space, DiscConfig(), "cpu", "gail")
-    exp, _ = (disc.preprocess(*x) for x in _data(custom_demos))
+    exp, _ = (disc.batch(*x) for x in _data(custom_demos))
     before = {k: v.clone() for k, v in disc.net.state_dict().items()}
     disc.reward(exp)
     assert all(th.equal(before[k], v) for k, v in disc.net.state_dict().items())
@@ -65,11 +66,12 @@ def test_reward_does_not_move_normalization(custom_demos):
 def test_discrete_actions_one_hot(cartpole_demos):
     obs_space, act_space = envs.spaces("CartPole-v1")
     disc = Discriminator(obs_space, act_space, DiscConfig(absorbing=False), "cpu", "gail")
-    x = disc.preprocess(cartpole_demos.obs, cartpole_demos.acts, cartpole_demos.next_obs)
+    b = disc.batch(cartpole_demos.obs, cartpole_demos.acts, cartpole_demos.next_obs)
+    x = disc.inputs(b)
     assert x.shape == (len(cartpole_demos), 4 + 2)
     assert th.equal(x[:, 4:].argmax(1), th.as_tensor(cartpole_demos.acts))
     assert th.equal(x[:, 4:].sum(1), th.ones(len(cartpole_demos)))
-    assert disc.reward(x).shape == (len(cartpole_demos),)
+    assert disc.reward(b).shape == (len(cartpole_demos),)
 
 
 def test_absorbing_rows_are_zeroed_and_flagged(custom_demos):
@@ -78,7 +80,8 @@ def test_absorbing_rows_are_zeroed_and_flagged(custom_demos):
     disc = Discriminator(obs_space, act_space, cfg, "cpu", "gail")
     n = 4
     obs_abs, next_abs = np.array([True, False, False, False]), np.array([True, True, False, False])
-    x = disc.preprocess(custom_demos.obs[:n], custom_demos.acts[:n], custom_demos.next_obs[:n], obs_abs, next_abs)
+    b = disc.batch(custom_demos.obs[:n], custom_demos.acts[:n], custom_demos.next_obs[:n], obs_abs, next_abs)
+    x = disc.inputs(b)
     assert x.shape == (n, 2 + 2 + 2 + 2)
     assert th.equal(x[0, :6], th.zeros(6)) and x[0, 6] == 1 and x[0, 7] == 1
     assert th.equal(x[1, :4], th.as_tensor(np.concatenate([custom_demos.obs[1], custom_demos.acts[1]])))
@@ -91,8 +94,8 @@ def test_state_only_discriminator_ignores_actions(custom_demos):
     disc = Discriminator(
         obs_space, act_space, DiscConfig(use_action=False, use_next_state=True, absorbing=False), "cpu", "gail"
     )
-    a = disc.preprocess(custom_demos.obs, custom_demos.acts, custom_demos.next_obs)
-    b = disc.preprocess(custom_demos.obs, None, custom_demos.next_obs)
+    a = disc.inputs(disc.batch(custom_demos.obs, custom_demos.acts, custom_demos.next_obs))
+    b = disc.inputs(disc.batch(custom_demos.obs, None, custom_demos.next_obs))
     assert th.equal(a, b) and a.shape[1] == 4
 
 
@@ -115,10 +118,10 @@ def test_same_logits_as_imitations_basic_reward_net(custom_demos, cartpole_demos
     th.manual_seed(0)
     ours = Discriminator(obs_space, act_space, cfg, "cpu", "airl")
     theirs = Discriminator(obs_space, act_space, dataclasses.replace(cfg, net="imitation"), "cpu", "airl")
-    x = ours.preprocess(d.obs, d.acts, d.next_obs)
-    assert th.equal(x, theirs.preprocess(d.obs, d.acts, d.next_obs))
+    x = ours.batch(d.obs, d.acts, d.next_obs)
+    assert th.equal(ours.inputs(x), theirs.inputs(theirs.batch(d.obs, d.acts, d.next_obs)))
     for _ in range(3):
-        ours.train_step(x, x.flip(0))
+        ours.train_step(x, x[th.arange(len(x) - 1, -1, -1)])
     theirs.net.net.load_state_dict(ours.net.state_dict())
     ours.net.eval(), theirs.net.eval()
     assert th.allclose(ours.logits(x), theirs.logits(x), atol=1e-6)
@@ -136,8 +139,9 @@ def test_absorbing_flags_pass_the_normalization_and_a_gradient_penalty_still_lea
     obs_space, act_space = envs.spaces("CustomEnv")
     cfg = DiscConfig(net_arch=[32, 32], disc_lr=3e-3, grad_penalty=10.0, absorbing=True)
     disc = Discriminator(obs_space, act_space, cfg, "cpu", "gail")
-    exp, rand = (disc.preprocess(*x) for x in _data(custom_demos))
+    exp, rand = (disc.batch(*x) for x in _data(custom_demos))
     for _ in range(400):
         stats = disc.train_step(exp, rand)
     assert stats["disc/acc_expert"] > 0.65 and stats["disc/acc_gen"] > 0.65 and stats["disc/loss"] < 0.62, stats
-    assert th.equal(disc.net.mlp.normalize_input(exp)[:, -2:], exp[:, -2:])  # the flags, untouched
+    x = disc.inputs(exp)
+    assert th.equal(disc.net.mlp.normalize_input(x)[:, -2:], x[:, -2:])  # the flags, untouched

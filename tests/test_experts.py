@@ -20,7 +20,7 @@ def tiny_expert(tmp_path_factory):
             "ppo.n_steps=64",
             "ppo.batch_size=64",
             "ppo.n_epochs=1",
-            "ppo.net_arch=[16]",
+            "policy.net_arch=[16]",
         ],
     )
     out = tmp_path_factory.mktemp("expert") / "cp.zip"
@@ -33,7 +33,7 @@ def test_train_expert_saves_zip_and_metadata(tiny_expert):
     assert out.is_file() and out.with_suffix(".json").is_file()
     meta = json.loads(out.with_suffix(".json").read_text())
     assert meta["env_id"] == "CartPole-v1" and meta["mean_return"] == info["mean_return"] > 0
-    assert meta["config"]["ppo"]["net_arch"] == [16]
+    assert meta["config"]["policy"]["net_arch"] == [16]
     assert not [p for p in out.parent.iterdir() if ".tmp" in p.name]  # no temp files left
 
 

@@ -15,14 +15,14 @@ import zmq
 
 from gailkit import policy, train, transport, wire
 from gailkit.actor import ActorSpec
-from gailkit.config import EnvConfig, FleetConfig, PPOConfig
+from gailkit.config import EnvConfig, FleetConfig, PolicyConfig
 from gailkit.fleet import FleetError
 from gailkit.fleet.zmq_fleet import ZmqFleet
 from gailkit.wire import Header, Kind
 
 ROOT = Path(__file__).resolve().parents[1]
 SLOW = EnvConfig(id=f"{ROOT / 'tests' / 'slow_env.py'}:SlowCartPole")
-PPO = PPOConfig(net_arch=[16])
+PPO = PolicyConfig(net_arch=[16])
 
 
 def _weights(version=0):
@@ -327,7 +327,7 @@ class _ProtocolPeer:
                 run_id, my_id = h.run_id, h.actor_id
             elif h.kind == Kind.WORK:
                 self.works += 1
-                weights, n_steps = wire.decode_work(h, body)
+                weights, n_steps = wire.decode_work(body, h.policy_version)
                 self.actor.set_weights(weights)
                 answer = self.reply(h, self.actor.sample(n_steps))
                 if answer is not None:  # None: keep the slot and never fill it
@@ -425,3 +425,34 @@ def test_a_remote_actor_loads_no_code_env_it_was_not_told_to():
         if actor.poll() is None:
             actor.kill()
         fleet.stop()
+
+
+def test_a_round_fills_each_slot_once_in_order_and_reopens_what_failed():
+    """`fleet.slots.Round`, the bookkeeping both fleets share: stale and bad fragments leave the slot
+    open (first in line again), a filled slot is never reopened, fragments come back in slot order."""
+    from gailkit.actor import Actor
+    from gailkit.fleet.slots import Round
+    from gailkit.fragments import BadFragment, FragmentSpec
+
+    actor = Actor(ActorSpec(EnvConfig(id="CartPole-v1"), PPO, True, n_envs=2, seed=3))
+    actor.start()
+    try:
+        actor.set_weights(_weights(5))
+        bodies = [wire.encode_fragment(actor.sample(4)) for _ in range(3)]
+        short = wire.encode_fragment(actor.sample(3))
+    finally:
+        actor.stop()
+    spec = FragmentSpec.of(actor.observation_space, actor.action_space, 4, 2)
+    rnd = Round(3, spec, version=5, max_lag=1, busy=[2])
+    assert list(rnd.pending) == [0, 1] and rnd.take() == 0 and rnd.take() == 1 and rnd.take() is None
+    assert not rnd.wants(0, 3) and rnd.wants(0, 4) and rnd.wants(0, 5) and not rnd.wants(None, 5)
+    with pytest.raises(BadFragment):
+        rnd.accept(1, short, 1, 5)  # 3 steps where the run collects 4
+    rnd.give_back(1)
+    rnd.accept(2, bodies[2], 7, 5)
+    rnd.accept(0, bodies[0], 1, 4)
+    rnd.give_back(0)  # filled: stays filled
+    assert list(rnd.pending) == [1] and not rnd.done and not rnd.wants(0, 5)
+    rnd.accept(rnd.take(), bodies[1], 2, 5)
+    assert rnd.done and [f.actor_id for f in rnd.fragments()] == [1, 2, 7]
+    assert rnd.stats()["actors/fragment_mb"] > 0

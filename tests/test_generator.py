@@ -5,16 +5,23 @@ import torch as th
 from stable_baselines3 import PPO
 
 from gailkit import experts, policy
-from gailkit.config import PPOConfig
+from gailkit.config import PolicyConfig, PPOConfig
 from gailkit.fragments import Fragment
 from gailkit.generator.ppo import PPOGenerator as Generator
 
-CFG = PPOConfig(n_steps=64, batch_size=32, n_epochs=2, net_arch=[16], learning_rate=1e-3)
+CFG = PPOConfig(n_steps=64, batch_size=32, n_epochs=2, learning_rate=1e-3)
+NET = PolicyConfig(net_arch=[16])
+
+
+def _spaces(venv):
+    return venv.observation_space, venv.action_space
 
 
 def test_update_from_fragment_matches_sb3():
     venv = experts.make_vec_env("CartPole-v1", n_envs=2, seed=0)
-    gen = Generator(venv.observation_space, venv.action_space, CFG, normalize_obs=True, n_envs=2, device="cpu", seed=0)
+    gen = Generator(
+        venv.observation_space, venv.action_space, CFG, NET, normalize_obs=True, n_envs=2, device="cpu", seed=0
+    )
     policy.normalizer(gen.policy).update(th.randn(100, 4))  # non-trivial normalizer statistics
     before = {k: v.clone() for k, v in gen.policy.state_dict().items()}
     ref = PPO(
@@ -26,7 +33,7 @@ def test_update_from_fragment_matches_sb3():
         learning_rate=CFG.learning_rate,
         gamma=CFG.gamma,
         gae_lambda=CFG.gae_lambda,
-        policy_kwargs=policy.policy_kwargs(CFG, True),
+        policy_kwargs=policy.policy_kwargs(NET, True, venv.observation_space),
         seed=0,
         device="cpu",
     )
@@ -73,8 +80,17 @@ def test_update_from_fragment_matches_sb3():
 
 def test_truncation_bootstraps_from_final_value():
     venv = experts.make_vec_env("CartPole-v1", n_envs=1, seed=0)
-    cfg = PPOConfig(n_steps=4, batch_size=4, n_epochs=1, net_arch=[8], gamma=0.5, gae_lambda=1.0)
-    gen = Generator(venv.observation_space, venv.action_space, cfg, normalize_obs=False, n_envs=1, device="cpu", seed=0)
+    cfg = PPOConfig(n_steps=4, batch_size=4, n_epochs=1, gamma=0.5, gae_lambda=1.0)
+    gen = Generator(
+        venv.observation_space,
+        venv.action_space,
+        cfg,
+        PolicyConfig(net_arch=[8]),
+        normalize_obs=False,
+        n_envs=1,
+        device="cpu",
+        seed=0,
+    )
     obs = np.random.default_rng(0).normal(size=(4, 1, 4)).astype(np.float32)
     nxt = np.random.default_rng(1).normal(size=(4, 1, 4)).astype(np.float32)
     trunc = np.array([[False], [True], [False], [False]])
@@ -101,8 +117,17 @@ def test_truncation_bootstraps_from_final_value():
 
 def test_value_only_update_leaves_the_actor_alone():
     venv = experts.make_vec_env("CartPole-v1", n_envs=1, seed=0)
-    cfg = PPOConfig(n_steps=16, batch_size=16, n_epochs=2, net_arch=[8])
-    gen = Generator(venv.observation_space, venv.action_space, cfg, normalize_obs=False, n_envs=1, device="cpu", seed=0)
+    cfg = PPOConfig(n_steps=16, batch_size=16, n_epochs=2)
+    gen = Generator(
+        venv.observation_space,
+        venv.action_space,
+        cfg,
+        PolicyConfig(net_arch=[8]),
+        normalize_obs=False,
+        n_envs=1,
+        device="cpu",
+        seed=0,
+    )
     rng = np.random.default_rng(0)
     frag = Fragment(
         obs=rng.normal(size=(16, 1, 4)).astype(np.float32),
@@ -131,7 +156,9 @@ def test_behaviour_cloning_fits_the_expert_actions(custom_demos):
     import gymnasium as gym
 
     space = gym.spaces.Box(-1, 1, (2,), np.float32)
-    gen = Generator(space, space, PPOConfig(net_arch=[32, 32]), normalize_obs=True, n_envs=1, device="cpu", seed=0)
+    gen = Generator(
+        space, space, PPOConfig(), PolicyConfig(net_arch=[32, 32]), normalize_obs=True, n_envs=1, device="cpu", seed=0
+    )
     policy.normalizer(gen.policy).update(th.as_tensor(np.array(custom_demos.obs)))
     obs = np.array(custom_demos.obs)
     error = lambda: float(np.abs(policy.act(gen.policy, obs, deterministic=True)[0] - custom_demos.acts).mean())  # noqa: E731

@@ -13,6 +13,8 @@ LAYERS = {
     "gailkit": -1,
     "arrow_tensors": -1,  # below layer 0: the version, user errors, atomic writes
     "config": 0,
+    "spaces": -1,  # which spaces the networks take (gymnasium only)
+    "encoders": 0,  # the encoder factory: torch and gymnasium only
     "fragments": 0,
     "envs": 1,
     "demos": 1,

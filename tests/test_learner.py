@@ -16,7 +16,7 @@ def _learner(cartpole_demos, *overrides, seed=0):
     cfg = train.train_config("CartPole-v1", "data/", None, ["n_envs=2", *overrides], preset="tiny")
     spaces = envs.spaces(cfg.env)
     th.manual_seed(seed)
-    gen = Generator(*spaces, cfg.ppo, cfg.normalize_obs, 2, "cpu", seed)
+    gen = Generator(*spaces, cfg.ppo, cfg.policy, cfg.normalize_obs, 2, "cpu", seed)
     disc = Discriminator(*spaces, cfg.disc, "cpu", "gail")
     d = cartpole_demos
     return Learner(
@@ -25,7 +25,7 @@ def _learner(cartpole_demos, *overrides, seed=0):
 
 
 def _fragments(learner, seed=0, version=None):
-    a = Actor(ActorSpec(learner.cfg.env, learner.cfg.ppo, learner.cfg.normalize_obs, n_envs=2, seed=seed))
+    a = Actor(ActorSpec(learner.cfg.env, learner.cfg.policy, learner.cfg.normalize_obs, n_envs=2, seed=seed))
     a.start()
     a.set_weights(learner.weights())
     frag = a.sample(learner.cfg.ppo.n_steps)
@@ -77,8 +77,9 @@ def test_state_dict_continues_exactly(cartpole_demos):
 def test_absorbing_rows_join_both_pools_and_value_terminations(cartpole_demos):
     lrn = _learner(cartpole_demos, "disc.absorbing=true", "disc.n_disc_updates_per_round=8")
     n_terminated = int(cartpole_demos.terminated.sum())
-    assert n_terminated == 3 and len(lrn.expert.inputs) == len(cartpole_demos) + n_terminated
-    assert (lrn.expert.inputs[-n_terminated:, -2:] == 1).all()  # the absorbing rows: both flags set
+    assert n_terminated == 3 and len(lrn.expert.batch) == len(cartpole_demos) + n_terminated
+    assert lrn.expert.batch.obs_absorbing[-n_terminated:].all()  # the absorbing rows: both flags set
+    assert lrn.expert.batch.next_absorbing[-n_terminated:].all()
     seen = []
     original = lrn.disc.train_step
     lrn.disc.train_step = lambda e, g: (seen.append(g), original(e, g))[1]
@@ -86,7 +87,7 @@ def test_absorbing_rows_join_both_pools_and_value_terminations(cartpole_demos):
     stats = lrn.round(frags)
     assert "disc/reward_absorbing" in stats
     if frags[0].terminated.any():
-        assert any((g[:, -2] == 1).any() for g in seen)  # generator absorbing rows were sampled
+        assert any(g.obs_absorbing.any() for g in seen)  # generator absorbing rows were sampled
 
 
 def test_critic_warmup_keeps_the_policy(cartpole_demos):

@@ -3,10 +3,10 @@ import numpy as np
 import torch as th
 
 from gailkit import policy
-from gailkit.config import PPOConfig
+from gailkit.config import PolicyConfig
 from gailkit.fragments import Fragment, stack
 
-CFG = PPOConfig(net_arch=[16])
+CFG = PolicyConfig(net_arch=[16])
 
 
 def test_normalizer_matches_numpy_over_batches():
@@ -36,7 +36,7 @@ def test_weights_round_trip_carries_normalizer():
 
 def test_act_shapes_and_clipping():
     space = gym.spaces.Box(-1, 1, (2,), np.float32)
-    pol = policy.build(space, space, PPOConfig(net_arch=[8], log_std_init=2.0), normalize_obs=False)
+    pol = policy.build(space, space, PolicyConfig(net_arch=[8], log_std_init=2.0), normalize_obs=False)
     acts, logp = policy.act(pol, np.zeros((64, 2), np.float32))
     assert acts.shape == (64, 2) and logp.shape == (64,)
     assert np.abs(acts).max() > 1  # sampled actions are unclipped ...

@@ -8,7 +8,7 @@ import pytest
 
 from gailkit import policy, train
 from gailkit.actor import ActorSpec
-from gailkit.config import EnvConfig, FleetConfig, PPOConfig
+from gailkit.config import EnvConfig, FleetConfig, PolicyConfig
 
 ray = pytest.importorskip("ray")  # the optional extra gailkit[ray]; CI installs it
 
@@ -40,7 +40,7 @@ def test_ray_fleet_trains_a_few_rounds(tmp_path, local_ray):
 def test_dead_ray_actor_is_restarted(local_ray):
     from gailkit.fleet.ray_fleet import RayFleet
 
-    ppo = PPOConfig(net_arch=[16])
+    ppo = PolicyConfig(net_arch=[16])
     spaces = (gym.spaces.Box(-np.inf, np.inf, (4,), np.float32), gym.spaces.Discrete(2))
     fleet = RayFleet(ActorSpec(EnvConfig(id="CartPole-v1"), ppo, True, n_envs=2, seed=0), FleetConfig(actors=2), spaces)
     fleet.start()

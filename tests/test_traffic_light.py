@@ -120,7 +120,7 @@ def test_gail_rounds_with_two_actor_processes(tmp_path):
             "ppo.n_steps=24",
             "ppo.batch_size=48",
             "ppo.n_epochs=2",
-            "ppo.net_arch=[16]",
+            "policy.net_arch=[16]",
             "disc.net_arch=[16]",
             "disc.demo_batch_size=32",
             "total_steps=144",

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gailkit import policy, wire
-from gailkit.config import PPOConfig
+from gailkit.config import PolicyConfig
 from gailkit.fragments import BadFragment, Fragment, FragmentSpec
 from gailkit.wire import HEADER_SIZE, Header, Kind, ProtocolError
 
@@ -39,7 +39,7 @@ def _fragment(t=5, e=2, seed=0):
 
 
 FRAGMENT_BODY = wire.encode_fragment(_fragment())
-WEIGHTS = policy.get_weights(policy.build(*SPACES, PPOConfig(net_arch=[8]), True), 3)
+WEIGHTS = policy.get_weights(policy.build(*SPACES, PolicyConfig(net_arch=[8]), True), 3)
 WORK_BODY = wire.encode_work(WEIGHTS, 64)
 
 
@@ -63,7 +63,7 @@ def test_fragment_round_trip_is_exact():
 
 
 def test_work_round_trip_and_header():
-    weights, n_steps = wire.decode_work(Header(Kind.WORK, RUN, 0, 3), WORK_BODY)
+    weights, n_steps = wire.decode_work(WORK_BODY, 3)
     assert n_steps == 64 and set(weights.tensors) == set(WEIGHTS.tensors)
     assert all(np.array_equal(weights.tensors[k], WEIGHTS.tensors[k]) for k in weights.tensors)
     h = Header(Kind.REJECT, RUN, -5, 2**40)
@@ -100,8 +100,8 @@ def _decoders(data: bytes):
     return [
         lambda: wire.parse_header(data[:HEADER_SIZE], RUN),
         lambda: wire.decode_fragment(data, 0, 0),
-        lambda: wire.decode_work(head, data),
-        lambda: wire.decode_weights(head, data),
+        lambda: wire.decode_work(data, head.policy_version),
+        lambda: wire.decode_weights(data, head.policy_version),
         lambda: wire.decode_json(data),
     ]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 import warnings
 from pathlib import Path
 
@@ -221,9 +222,17 @@ def _warning_line(message, category, filename, lineno, file=None, line=None) -> 
     print(f"gailkit: warning: {message}", file=sys.stderr)
 
 
+def _thread_exception(args) -> None:
+    """A writer thread's OS error (TensorBoard's, on a full disk) is reported by the main thread's next
+    write, in one line; anything else as Python would."""
+    if not issubclass(args.exc_type, OSError):
+        threading.__excepthook__(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     warnings.showwarning = _warning_line
+    threading.excepthook = _thread_exception
     try:
         return int(args.func(args) or 0)
     except GailkitError as e:

@@ -22,6 +22,7 @@ from gailkit.config.schema import (
     EnvConfig,
     ExpertConfig,
     FleetConfig,
+    PolicyConfig,
     PPOConfig,
     TrainConfig,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "ExpertConfig",
     "FieldError",
     "FleetConfig",
+    "PolicyConfig",
     "PPOConfig",
     "TrainConfig",
     "ConfigError",

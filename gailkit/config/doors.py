@@ -22,7 +22,7 @@ DOORS = {
 
 def without_doors(data: dict[str, Any], source: str) -> dict[str, Any]:
     """`data`, a settings file's mapping, with every setting of `DOORS` left out (one warning names them)."""
-    out = migrate(data)
+    out = migrate(data, source)
     ignored = []
     for dotted, flag in DOORS.items():
         *parents, key = dotted.split(".")

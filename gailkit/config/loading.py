@@ -21,23 +21,19 @@ PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {  # seconds-long runs for tests and smoke checks: tiny nets, short rounds, one eval episode
         "n_envs": 2,
         "eval_episodes": 1,
-        "ppo": {"n_steps": 32, "batch_size": 32, "n_epochs": 2, "net_arch": [16]},
+        "ppo": {"n_steps": 32, "batch_size": 32, "n_epochs": 2},
+        "policy": {"net_arch": [16]},
         "disc": {"net_arch": [16], "demo_batch_size": 32, "n_disc_updates_per_round": 2},
         "bc": {"batch_size": 32, "critic_warmup_rounds": 0},
     },
 }
 # Settings of gailkit 0.1 that moved into the `fleet` section (read from old runs' config.yaml).
-_MOVED_TO_FLEET = (
-    "actors",
-    "envs_per_actor",
-    "local_actors",
-    "listen",
-    "key_file",
-    "ray_address",
-    "max_policy_lag",
-    "heartbeat_timeout",
-    "no_actor_timeout",
+_MOVED_TO_FLEET = tuple(
+    "actors envs_per_actor local_actors listen key_file ray_address max_policy_lag heartbeat_timeout "
+    "no_actor_timeout".split()
 )
+# Settings of gailkit 0.2 that describe the network and moved from `ppo` into the `policy` section.
+_MOVED_TO_POLICY = ("net_arch", "vf_arch", "activation", "log_std_init", "ortho_init")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -137,13 +133,16 @@ def build(
     """
     data = to_dict(cls())
     for source, layer in layers:
-        data = merge(data, layer)
+        data = merge(data, migrate(layer, source) if _has_policy(cls) else layer)
         try:
             from_dict(cls, data)
         except ConfigError as e:
             raise ConfigError(f"{source}: {e}") from None
     for text in overrides:
         keys, value = parse_override(text)
+        if len(keys) == 2 and keys[0] == "ppo" and keys[1] in _MOVED_TO_POLICY and _has_policy(cls):
+            _notice(f"--set {text}: 'ppo.{keys[1]}' is now 'policy.{keys[1]}' (read as such)")
+            keys = ["policy", keys[1]]
         _check_path(cls, keys)
         data = merge(data, nest(keys, value))
     return from_dict(cls, data)
@@ -262,8 +261,9 @@ def preset(name: str) -> dict[str, Any]:
     return PRESETS[name]
 
 
-def migrate(data: dict[str, Any]) -> dict[str, Any]:
-    """A TrainConfig mapping of gailkit 0.1 (fleet settings at the top, `fleet: local|ray`) in today's layout."""
+def migrate(data: dict[str, Any], source: str = "settings") -> dict[str, Any]:
+    """A TrainConfig (or ExpertConfig) mapping of an older gailkit in today's layout: 0.1's fleet settings
+    at the top (`fleet: local|ray`), 0.2's network settings under `ppo` (now `policy`, one notice)."""
     data = dict(data)
     fleet = data.get("fleet")
     if isinstance(fleet, str) or any(k in data for k in _MOVED_TO_FLEET):
@@ -272,4 +272,24 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
             if key in data:
                 section[key] = data.pop(key)
         data["fleet"] = section
+    ppo = data.get("ppo")
+    if isinstance(ppo, dict) and any(k in ppo for k in _MOVED_TO_POLICY):
+        ppo, pol = dict(ppo), data.get("policy")
+        pol = dict(pol) if isinstance(pol, dict) else {}
+        moved = [k for k in _MOVED_TO_POLICY if k in ppo]
+        for key in moved:
+            pol.setdefault(key, ppo[key])
+            del ppo[key]
+        data["ppo"], data["policy"] = ppo, pol
+        _notice(
+            f"{source}: written by gailkit 0.2; ppo.{', ppo.'.join(moved)} read as policy.* (the network's section)"
+        )
     return data
+
+
+def _has_policy(cls: type) -> bool:
+    return dataclasses.is_dataclass(cls) and any(f.name == "policy" for f in dataclasses.fields(cls))
+
+
+def _notice(line: str) -> None:
+    __import__("warnings").warn(line, stacklevel=3)

@@ -26,7 +26,7 @@ class EnvConfig(_Checked):
 
 @dataclasses.dataclass
 class PPOConfig(_Checked):
-    """PPO settings under stable-baselines3's names (see `stable_baselines3.PPO`)."""
+    """PPO's update under stable-baselines3's names (see `stable_baselines3.PPO`); the network is `policy:`."""
 
     learning_rate: float = _f(3e-4, GT0)
     n_steps: int = _f(2048, GE1)
@@ -46,13 +46,26 @@ class PPOConfig(_Checked):
     """Decay learning_rate and clip_range linearly to 0 (rl-zoo3's `lin_` prefix)."""
     target_kl: float | None = _f(None, GT0)
     """Stop an update's epochs early once the approximate KL passes 1.5 x this (SB3's target_kl)."""
+
+
+@dataclasses.dataclass
+class PolicyConfig(_Checked):
+    """The policy's network and its value function's, whatever updates them (`gailkit/encoders.py`,
+    `gailkit/policy/`): what actors build, checkpoints hold and ONNX files carry."""
+
     net_arch: list[int] = _f([64, 64], LAYERS)
-    """Hidden layers of the policy network."""
+    """Hidden layers of the policy network (after the encoder)."""
     vf_arch: list[int] = _f([], LAYERS)
     """Hidden layers of the value network (empty: the same as `net_arch`)."""
     activation: Literal["tanh", "relu", "elu", "leaky_relu", "gelu", "silu"] = "tanh"
     log_std_init: float = 0.0
+    """Continuous actions: the Gaussian's initial log standard deviation."""
     ortho_init: bool = True
+    encoder: Literal["auto", "flat", "cnn"] = "auto"
+    """How observations become features: auto = a CNN for images (3-dimensional uint8 Box), flattened
+    (one-hot for discrete spaces) otherwise, one encoder per entry of a Dict; flat; cnn."""
+    cnn_features: int = _f(512, GE1)
+    """Width of a CNN encoder's output."""
 
 
 @dataclasses.dataclass
@@ -62,6 +75,10 @@ class DiscConfig(_Checked):
     net: Literal["gailkit", "imitation"] = "gailkit"
     """gailkit's own network, or imitation's `BasicRewardNet` (same layout; needs gailkit[imitation])."""
     net_arch: list[int] = _f([64, 64], LAYERS)
+    encoder: Literal["auto", "flat", "cnn"] = "auto"
+    """How it sees observations (the encoder factory, as `policy.encoder`): auto = a CNN for images."""
+    cnn_features: int = _f(256, GE1)
+    """Width of its CNN encoder's output (images only)."""
     use_action: bool = True
     use_next_state: bool = False
     """Feed `next_obs` too; with `use_action: false` and this on, the discriminator is state-only."""
@@ -106,7 +123,7 @@ class BCConfig(_Checked):
     batch_size: int = _f(256, GE1)
     learning_rate: float = _f(1e-3, GT0)
     log_std: float | None = -1.0
-    """Continuous actions: the policy's log std after cloning (None: keep `ppo.log_std_init`)."""
+    """Continuous actions: the policy's log std after cloning (None: keep `policy.log_std_init`)."""
     critic_warmup_rounds: int = _f(-1, AUTO)
     """First rounds in which PPO fits only the value function (the cloned policy stays as it is)
     while the discriminator learns to tell the cloned policy from the expert [5]."""
@@ -192,6 +209,7 @@ class TrainConfig(_Checked):
     """Rounds between checkpoints; 0: only at the end; -1: about 10 over the run."""
     ppo: PPOConfig = dataclasses.field(default_factory=lambda: PPOConfig(n_steps=256, batch_size=256))
     """GAIL's PPO: rounds of n_envs x 256 steps, minibatches of 256 (SB3's own defaults are 2048 and 64)."""
+    policy: PolicyConfig = dataclasses.field(default_factory=PolicyConfig)
     disc: DiscConfig = dataclasses.field(default_factory=DiscConfig)
     fleet: FleetConfig = dataclasses.field(default_factory=FleetConfig)
     bc: BCConfig = dataclasses.field(default_factory=BCConfig)
@@ -261,3 +279,4 @@ class ExpertConfig(_Checked):
     normalize_reward: bool = False
     """Scale rewards by VecNormalize's running return statistics while training (rl-zoo3's `normalize`)."""
     ppo: PPOConfig = dataclasses.field(default_factory=PPOConfig)
+    policy: PolicyConfig = dataclasses.field(default_factory=PolicyConfig)

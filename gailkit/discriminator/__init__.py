@@ -1,14 +1,13 @@
-"""The GAIL discriminator: an MLP on (obs, acts[, next_obs]) with running input normalization, its loss, its rewards.
+"""The GAIL discriminator: a net on structured transitions (obs, acts[, next_obs], absorbing flags), its loss, its rewards.
 
 Convention: `logits_expert_is_high`, labels_expert_is_one; D = sigmoid(logit) is the probability
-that a transition is the expert's. The network is laid out as imitation's `BasicRewardNet`
-(`mlp.normalize_input` a `RunningNorm`, `mlp.dense0`, ..., `mlp.dense_final`, ReLU between), with
-the same normalization arithmetic, so the two load each other's weights; `disc.net: imitation`
-uses imitation's own class (extra `gailkit[imitation]`).
-
-Inputs are one float matrix per batch (see `Features`): flattened obs, then actions (one-hot for
-discrete spaces), then next obs, then, with absorbing states on, two 0/1 flags (obs is absorbing,
-next obs is absorbing). An absorbing state (DAC, Kostrikov et al. 2019) stands for "after the
+that a transition is the expert's. It takes a `Batch` (see `batch`): observations as the env gives
+them, which the encoder factory's encoder turns into features (flattened vectors, one-hot discrete
+values, a CNN's features for images, one encoder per Dict entry); then an MLP laid out as
+imitation's `BasicRewardNet` (`mlp.normalize_input` a `RunningNorm`, `mlp.dense0`, ...,
+`mlp.dense_final`, ReLU between), with the same normalization arithmetic, so for vector spaces the
+two load each other's weights; `disc.net: imitation` uses imitation's own class (extra
+`gailkit[imitation]`). An absorbing state (DAC, Kostrikov et al. 2019) stands for "after the
 episode terminated": its observation part is zeros and its flag is 1.
 """
 
@@ -21,10 +20,10 @@ import gymnasium as gym
 import numpy as np
 import torch as th
 import torch.nn.functional as F
-from torch import nn
 
 from gailkit.config import DiscConfig
-from gailkit.discriminator.nets import DiscriminatorNet, RunningNorm, _ImitationNet  # noqa: F401  (RunningNorm: a re-export)
+from gailkit.discriminator.batch import Batch
+from gailkit.discriminator.nets import DiscriminatorNet, Inputs, RunningNorm, _ImitationNet  # noqa: F401  (re-exports)
 
 REWARD_FNS = {
     "gail": lambda logits: F.softplus(logits),  # -log(1 - D): positive
@@ -40,98 +39,10 @@ def choose_reward_fn(setting: str, terminated_fraction: float) -> str:
     return "airl" if terminated_fraction > 0.5 else "gail"
 
 
-class Features:
-    """Turns transitions into the discriminator's input matrix (see the module docstring)."""
-
-    def __init__(
-        self,
-        observation_space: gym.Space,
-        action_space: gym.Space,
-        use_action: bool,
-        use_next_state: bool,
-        absorbing: bool,
-    ):
-        self.observation_space, self.action_space = observation_space, action_space
-        self.use_action, self.use_next_state, self.absorbing = use_action, use_next_state, absorbing
-        self.obs_dim = _flat_dim(observation_space)
-        self.act_dim = _flat_dim(action_space)
-        self.size = (
-            self.obs_dim
-            + (self.act_dim if use_action else 0)
-            + (self.obs_dim if use_next_state else 0)
-            + (2 if absorbing else 0)
-        )
-
-    def __call__(
-        self,
-        obs: np.ndarray,
-        acts: np.ndarray | None,
-        next_obs: np.ndarray | None,
-        device: th.device,
-        obs_absorbing: np.ndarray | None = None,
-        next_absorbing: np.ndarray | None = None,
-    ) -> th.Tensor:
-        """(N, size) float32 on `device`. Absorbing rows get zero observation parts and flag 1."""
-        n = len(obs)
-        parts = [_encode(obs, self.observation_space, n)]
-        if self.use_action:
-            assert acts is not None, "a discriminator on actions needs them"
-            parts.append(_encode(acts, self.action_space, n))
-        if self.use_next_state:
-            assert next_obs is not None, "a discriminator on next observations needs them"
-            parts.append(_encode(next_obs, self.observation_space, n))
-        x = th.cat([th.as_tensor(p) for p in parts], dim=1).to(device)
-        if self.absorbing:
-            a = th.as_tensor(np.zeros(n, bool) if obs_absorbing is None else obs_absorbing, device=device)
-            b = th.as_tensor(np.zeros(n, bool) if next_absorbing is None else next_absorbing, device=device)
-            x[a, : self.obs_dim] = 0.0
-            if self.use_action:
-                x[a, self.obs_dim : self.obs_dim + self.act_dim] = 0.0
-            if self.use_next_state:
-                x[b, x.shape[1] - self.obs_dim : x.shape[1]] = 0.0
-            x = th.cat([x, a.float()[:, None], b.float()[:, None]], dim=1)
-        return x
-
-    def split(self, x: th.Tensor) -> tuple[th.Tensor, th.Tensor | None, th.Tensor | None]:
-        """Inverse of `__call__` for nets that take the parts separately: (obs, acts, next_obs)."""
-        i = self.obs_dim
-        obs = x[:, :i]
-        acts = next_obs = None
-        if self.use_action:
-            acts, i = x[:, i : i + self.act_dim], i + self.act_dim
-        if self.use_next_state:
-            next_obs = x[:, i : i + self.obs_dim]
-        return obs, acts, next_obs
-
-
-def _flat_dim(space: gym.Space) -> int:
-    if isinstance(space, gym.spaces.Discrete):
-        return int(space.n)
-    if isinstance(space, gym.spaces.MultiDiscrete):
-        return int(np.sum(space.nvec))
-    return int(np.prod(space.shape or ()))
-
-
-def _encode(arr: np.ndarray, space: gym.Space, n: int) -> np.ndarray:
-    """(N, flat) float32: one-hot for (multi-)discrete spaces, images scaled to [0, 1], else as is."""
-    arr = np.asarray(arr)
-    if isinstance(space, gym.spaces.Discrete):
-        out = np.zeros((n, int(space.n)), np.float32)
-        out[np.arange(n), arr.reshape(n).astype(np.int64) - int(space.start)] = 1.0
-        return out
-    if isinstance(space, gym.spaces.MultiDiscrete):
-        nvec = np.asarray(space.nvec).reshape(-1)
-        flat = arr.reshape(n, -1).astype(np.int64)
-        return np.concatenate([np.eye(k, dtype=np.float32)[flat[:, j]] for j, k in enumerate(nvec)], axis=1)
-    out = arr.reshape(n, -1).astype(np.float32)
-    if (
-        isinstance(space, gym.spaces.Box)
-        and space.dtype == np.uint8
-        and np.all(space.low == 0)
-        and np.all(space.high == 255)
-    ):
-        out = out / 255.0  # image observations, as SB3 and imitation scale them
-    return out
+def _zeros(space: gym.Space, n: int) -> Any:
+    if isinstance(space, gym.spaces.Dict):
+        return {k: _zeros(sub, n) for k, sub in space.spaces.items()}
+    return np.zeros((n, *(space.shape or ())), space.dtype or np.float32)
 
 
 class Discriminator:
@@ -144,46 +55,69 @@ class Discriminator:
         reward_fn: str,
     ):
         self.cfg, self.reward_fn = cfg, reward_fn
+        self.observation_space, self.action_space = observation_space, action_space
         self.device = th.device(device)
-        self.features = Features(observation_space, action_space, cfg.use_action, cfg.use_next_state, cfg.absorbing)
         if cfg.net == "imitation":
-            self.net: nn.Module = _ImitationNet(observation_space, action_space, cfg, self.features)
+            self.net: DiscriminatorNet | _ImitationNet = _ImitationNet(observation_space, action_space, cfg)
         else:
-            self.net = DiscriminatorNet(
-                self.features.size, list(cfg.net_arch), cfg.spectral_norm, 2 if cfg.absorbing else 0
-            )
+            self.net = DiscriminatorNet(observation_space, action_space, cfg)
         self.net.to(self.device)
         self.optimizer = th.optim.Adam(self.net.parameters(), lr=cfg.disc_lr)
 
-    def preprocess(
+    def batch(
         self,
-        obs: np.ndarray,
+        obs: Any,
         acts: np.ndarray | None,
-        next_obs: np.ndarray | None,
+        next_obs: Any,
         obs_absorbing: np.ndarray | None = None,
         next_absorbing: np.ndarray | None = None,
-    ) -> th.Tensor:
-        """(N, in_size) input matrix on the device (see `Features`)."""
-        return self.features(obs, acts, next_obs, self.device, obs_absorbing, next_absorbing)
+    ) -> Batch:
+        """Transitions (numpy, as the env gives them) as a `Batch` on the device; only the parts this
+        discriminator looks at are kept (acts with `use_action`, next obs with `use_next_state`)."""
+        n = len(obs_absorbing) if obs_absorbing is not None else _length(obs)
+        flags = [
+            th.as_tensor(np.zeros(n, bool) if f is None else np.asarray(f, bool), device=self.device)
+            for f in (obs_absorbing, next_absorbing)
+        ]
+        if self.cfg.use_action and acts is None:
+            raise ValueError("a discriminator on actions needs them")
+        if self.cfg.use_next_state and next_obs is None:
+            raise ValueError("a discriminator on next observations needs them")
+        return Batch(
+            _tensor(obs, self.device),
+            _tensor(acts, self.device) if self.cfg.use_action else None,
+            _tensor(next_obs, self.device) if self.cfg.use_next_state else None,
+            *flags,
+        )
 
-    def logits(self, x: th.Tensor) -> th.Tensor:
-        return self.net(x)
+    def absorbing(self, n: int) -> Batch:
+        """`n` rows of the absorbing state's self-loop (both flags set; the rest is masked)."""
+        flags = np.ones(n, bool)
+        zeros = _zeros(self.observation_space, n)
+        return self.batch(zeros, _zeros(self.action_space, n), zeros, flags, flags)
+
+    def inputs(self, b: Batch) -> th.Tensor:
+        """The (N, size) feature matrix the net's MLP sees (encoded parts, then flags)."""
+        return self.net.inputs(b)
+
+    def logits(self, b: Batch) -> th.Tensor:
+        return self.net(b)
 
     @th.no_grad()
-    def reward(self, x: th.Tensor, chunk: int = 65536) -> th.Tensor:
-        """(N,) generator rewards for preprocessed transitions, in batched passes (no stat updates)."""
+    def reward(self, b: Batch, chunk: int = 65536) -> th.Tensor:
+        """(N,) generator rewards, in batched passes (no statistics move)."""
         self.net.eval()
         try:
-            out = [REWARD_FNS[self.reward_fn](self.logits(x[i : i + chunk])) for i in range(0, len(x), chunk)]
+            out = [REWARD_FNS[self.reward_fn](self.logits(b[i : i + chunk])) for i in range(0, len(b), chunk)]
             return th.cat(out) if out else th.zeros(0, device=self.device)
         finally:
             self.net.train()
 
-    def train_step(self, expert: th.Tensor, gen: th.Tensor) -> dict[str, float]:
+    def train_step(self, expert: Batch, gen: Batch) -> dict[str, float]:
         """One Adam step of binary cross-entropy (+ entropy bonus, gradient penalty, label smoothing)."""
         self.net.train()
         n_exp = len(expert)
-        logits = self.logits(th.cat([expert, gen]))
+        logits = self.logits(Batch.cat([expert, gen]))
         labels = th.cat(
             [
                 th.full((n_exp,), 1.0 - self.cfg.label_smoothing, device=self.device),
@@ -210,15 +144,17 @@ class Discriminator:
             "disc/logit_gen": logits[n_exp:].mean().item(),
         }
 
-    def _gradient_penalty(self, expert: th.Tensor, gen: th.Tensor) -> th.Tensor:
-        """`(||grad_x D(x)|| - 1)^2` on interpolates of expert and generator inputs (WGAN-GP);
-        the input normalization is held fixed for this pass."""
+    def _gradient_penalty(self, expert: Batch, gen: Batch) -> th.Tensor:
+        """`(||grad_x D(x)|| - 1)^2` on interpolates of expert and generator inputs (WGAN-GP), taken at
+        the MLP's input (after the encoder; for vector spaces, the transitions themselves); the input
+        normalization is held fixed for this pass."""
         n = min(len(expert), len(gen))
+        x_exp, x_gen = self.inputs(expert[:n]).detach(), self.inputs(gen[:n]).detach()
         alpha = th.rand(n, 1, device=self.device)
-        mixed = (alpha * expert[:n] + (1 - alpha) * gen[:n]).requires_grad_(True)
+        mixed = (alpha * x_exp + (1 - alpha) * x_gen).requires_grad_(True)
         self.net.eval()
         try:
-            out = self.logits(mixed)
+            out = self.net.head(mixed)
         finally:
             self.net.train()
         (grad,) = th.autograd.grad(out.sum(), mixed, create_graph=True)
@@ -230,3 +166,17 @@ class Discriminator:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.net.load_state_dict(state["net"])
         self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))  # torch shares, not copies, its tensors
+
+
+def _length(x: Any) -> int:
+    return len(next(iter(x.values()))) if isinstance(x, dict) else len(x)
+
+
+def _tensor(x: Any, device: th.device) -> Any:
+    if isinstance(x, dict):
+        return {k: _tensor(v, device) for k, v in x.items()}
+    a = np.asarray(x)
+    return th.as_tensor(a if a.flags.writeable else a.copy(), device=device)  # demos may be read-only maps
+
+
+__all__ = ["Batch", "Discriminator", "REWARD_FNS", "RunningNorm", "choose_reward_fn"]

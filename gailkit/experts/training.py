@@ -80,7 +80,7 @@ def train_expert(
             clip_obs=10.0,
             epsilon=1e-8,
         )
-    model = policy.make_ppo(venv, cfg.ppo, normalize_obs=False, device=device, seed=cfg.seed)
+    model = policy.make_ppo(venv, cfg.ppo, cfg.policy, normalize_obs=False, device=device, seed=cfg.seed)
     start = time.perf_counter()
     rollout = cfg.ppo.n_steps * cfg.n_envs
     steps = -(-cfg.total_timesteps // rollout) * rollout  # SB3 collects whole rollouts

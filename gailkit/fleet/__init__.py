@@ -78,7 +78,7 @@ class InProcessFleet:
 def actor_spec(cfg: TrainConfig) -> ActorSpec:
     """The template every actor of this run is made from (its `actor_id` set per actor)."""
     n_envs = cfg.fleet.envs_per_actor if cfg.fleet.actors else cfg.n_envs
-    return ActorSpec(env=cfg.env, ppo=cfg.ppo, normalize_obs=cfg.normalize_obs, n_envs=n_envs, seed=cfg.seed)
+    return ActorSpec(env=cfg.env, policy=cfg.policy, normalize_obs=cfg.normalize_obs, n_envs=n_envs, seed=cfg.seed)
 
 
 def make_fleet(

@@ -19,8 +19,9 @@ from gailkit import wire
 from gailkit.actor import ActorSpec
 from gailkit.config import FleetConfig
 from gailkit.fleet import FleetError, Interrupted
+from gailkit.fleet.slots import Round
 from gailkit.fragments import BadFragment, Fragment, FragmentSpec, Weights
-from gailkit.wire import Header, Kind, ProtocolError
+from gailkit.wire import ProtocolError
 
 
 class _RayActor:
@@ -36,8 +37,7 @@ class _RayActor:
         self.actor.start()
 
     def collect(self, weights: bytes, version: int, n_steps: int) -> bytes:
-        header = Header(Kind.WORK, bytes(16), self.actor.actor_id, version)
-        self.actor.set_weights(wire.decode_weights(header, weights))
+        self.actor.set_weights(wire.decode_weights(weights, version))
         return wire.encode_fragment(self.actor.sample(n_steps))
 
     def pid(self) -> int:
@@ -83,13 +83,13 @@ class RayFleet:
         import ray
         from ray.exceptions import RayActorError, RayTaskError
 
-        start = time.monotonic()
-        spec = FragmentSpec.of(*self.spaces, n_steps, self.spec.n_envs)
+        rnd = Round(self.n_slots, FragmentSpec.of(*self.spaces, n_steps, self.spec.n_envs), weights.version)
         ref = ray.put(wire.encode_weights(weights))  # once per version, shared by every actor
-        futures = {self.actors[s].collect.remote(ref, weights.version, n_steps): s for s in range(self.n_slots)}
-        results: dict[int, Fragment] = {}
+        futures: dict[Any, int] = {}
         last_progress = time.monotonic()
-        while futures:
+        while not rnd.done:
+            while (slot := rnd.take()) is not None:
+                futures[self.actors[slot].collect.remote(ref, weights.version, n_steps)] = slot
             if self.interrupt is not None and self.interrupt.is_set():
                 raise Interrupted()
             ready, _ = ray.wait(list(futures), num_returns=1, timeout=0.5)
@@ -97,10 +97,9 @@ class RayFleet:
                 if time.monotonic() - last_progress > self.cfg.no_actor_timeout:
                     raise FleetError(f"no fragment from any Ray actor for {self.cfg.no_actor_timeout:.0f} s")
                 continue
-            future = ready[0]
-            slot = futures.pop(future)
+            slot = futures.pop(ready[0])
             try:
-                body = ray.get(future)
+                body = ray.get(ready[0])
             except RayTaskError as e:  # the actor refused the weights, or its env raised
                 body = e
             except RayActorError as e:
@@ -110,33 +109,28 @@ class RayFleet:
                     raise FleetError(
                         f"Ray actors died {self.restarts} times; giving up (last: {last[0].strip()})"
                     ) from None
-                futures[self.actors[slot].collect.remote(ref, weights.version, n_steps)] = slot
+                rnd.give_back(slot)
                 continue
             try:
                 if isinstance(body, Exception):
                     raise ProtocolError("actor_error", str(body).splitlines()[0])
-                frag = wire.decode_fragment(body, slot, weights.version)
-                spec.check(frag)
+                rnd.accept(slot, body, slot, weights.version)
             except (ProtocolError, BadFragment):
                 self.dropped += 1
                 if self.dropped > self.cfg.max_bad_fragments * self.n_slots:
                     raise FleetError(
                         f"Ray actors sent {self.dropped} fragments that do not fit the run; giving up"
                     ) from None
-                futures[self.actors[slot].collect.remote(ref, weights.version, n_steps)] = slot
+                rnd.give_back(slot)
                 continue
-            results[slot] = frag
             last_progress = time.monotonic()
-        wait = time.monotonic() - start
         self.stats = {
             "actors/live": float(self.n_slots),
             "actors/restarts": float(self.restarts),
             "actors/dropped": float(self.dropped),
-            "actors/wait_s": wait,
-            "actors/sample_s": max(f.sample_seconds for f in results.values()),
-            "actors/fragments_per_s": self.n_slots / wait,
+            **rnd.stats(),
         }
-        return [results[s] for s in range(self.n_slots)]
+        return rnd.fragments()
 
     def state(self) -> dict[str, Any]:
         return {"actors": []}

@@ -110,7 +110,7 @@ def run_actor(
                 say(Kind.HEARTBEAT)
             elif header.kind == Kind.WORK and actor is not None:
                 try:
-                    weights, n_steps = wire.decode_work(header, body)
+                    weights, n_steps = wire.decode_work(body, header.policy_version)
                     actor.set_weights(weights)
                 except (ProtocolError, ValueError) as e:
                     say(Kind.REJECT, header.policy_version, json.dumps({"reason": str(e)[:200]}).encode())

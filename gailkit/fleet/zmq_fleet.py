@@ -32,6 +32,7 @@ from gailkit.actor import ActorSpec
 from gailkit.config import FleetConfig
 from gailkit.fleet import FleetError, Interrupted
 from gailkit.fleet.local import spawn_actor
+from gailkit.fleet.slots import Round
 from gailkit.fragments import BadFragment, Fragment, FragmentSpec, Weights
 from gailkit.wire import Header, Kind, ProtocolError
 
@@ -213,14 +214,12 @@ class ZmqFleet:
         with a lag, every slot is handed out again as soon as a round's fragments are in, so the
         actors collect the next round while the learner trains)."""
         body = wire.encode_work(weights, n_steps)
+        busy = [p.slot for p in self.peers.values() if p.slot is not None]
         spec = FragmentSpec.of(*self.spaces, n_steps, self.spec.n_envs)
-        busy = {p.slot for p in self.peers.values() if p.slot is not None}
-        pending: collections.deque[int] = collections.deque(s for s in range(self.n_slots) if s not in busy)
-        results: dict[int, Fragment] = {}
-        oldest = weights.version - self.cfg.max_policy_lag
-        start = last_live = time.monotonic()
-        received_bytes, sample_s = 0, []
-        while len(results) < self.n_slots:
+        rnd = Round(self.n_slots, spec, weights.version, self.cfg.max_policy_lag, busy)
+        pending = rnd.pending
+        last_live = time.monotonic()
+        while not rnd.done:
             if self.interrupt is not None and self.interrupt.is_set():
                 raise Interrupted()
             now = time.monotonic()
@@ -254,41 +253,33 @@ class ZmqFleet:
                 continue
             if header.kind != Kind.FRAGMENT:
                 continue
-            if peer.slot is None or not oldest <= header.policy_version <= weights.version or peer.slot in results:
+            if not rnd.wants(peer.slot, header.policy_version):
                 self.dropped["stale"] += 1
-                if peer.slot is not None and peer.slot not in results:
-                    pending.appendleft(peer.slot)  # the slot still needs a fresh fragment
+                rnd.give_back(peer.slot)  # the slot still needs a fresh fragment
                 peer.slot = None
                 continue
+            assert peer.slot is not None  # `wants` says so
             try:
-                frag = wire.decode_fragment(payload, header.actor_id, header.policy_version)
-                spec.check(frag)
+                rnd.accept(peer.slot, payload, header.actor_id, header.policy_version)
             except ProtocolError:
                 self._strike(peer, "malformed", pending)
                 continue
             except BadFragment as e:
                 self._strike(peer, f"invalid_{e.reason}", pending)
                 continue
-            results[peer.slot] = frag
             self.slot_seconds.append(now - peer.slot_at)
             peer.slot = None
-            received_bytes += len(payload)
-            sample_s.append(frag.sample_seconds)
         if self.cfg.max_policy_lag:  # next round's slots go out now, with weights v
             self._hand_out(collections.deque(range(self.n_slots)), weights.version, body)
-        wait = time.monotonic() - start
         self.stats = {
             "actors/live": float(len(self.peers)),
             "actors/restarts": float(self.restarts),
             "actors/dropped": float(sum(self.dropped.values())),
             "actors/refused": float(self.endpoint.refused),
             "actors/cut_off": float(self.dropped["cut_off"]),
-            "actors/wait_s": wait,
-            "actors/sample_s": max(sample_s),
-            "actors/fragments_per_s": self.n_slots / wait,
-            "actors/fragment_mb": received_bytes / self.n_slots / 2**20,
+            **rnd.stats(),
         }
-        return [results[s] for s in range(self.n_slots)]
+        return rnd.fragments()
 
     def _hand_out(self, pending: collections.deque, version: int, body: bytes) -> None:
         for peer in self.peers.values():

@@ -4,7 +4,8 @@ The learner collects nothing itself: it hands the generator a fragment (`n_steps
 transitions of the current or a recent policy, see `gailkit.fragments`) with the discriminator's
 rewards, and asks for behaviour cloning on the demos. `generator: ppo` (the default) is
 stable-baselines3's PPO update (`generator/ppo.py`). Adding one is a module here with a class that
-has the methods of `Generator` and one entry in `GENERATORS`; nothing else in gailkit changes.
+has the methods of `Generator` (and a `from_settings` classmethod), one entry in `GENERATORS`, and
+its name in `TrainConfig.generator` (with a section for its own settings); nothing else changes.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import gymnasium as gym
 import numpy as np
 import torch as th
 
-from gailkit.config import PPOConfig
+from gailkit.config import TrainConfig
 from gailkit.fragments import Fragment
 
 GENERATORS = {"ppo": "gailkit.generator.ppo:PPOGenerator"}
@@ -65,19 +66,12 @@ class Generator(Protocol):
 
 
 def make(
-    name: str,
-    observation_space: gym.Space,
-    action_space: gym.Space,
-    cfg: PPOConfig,
-    normalize_obs: bool,
-    n_envs: int,
-    device: str | th.device,
-    seed: int,
+    settings: TrainConfig, observation_space: gym.Space, action_space: gym.Space, device: str | th.device
 ) -> Generator:
-    """The generator called `name` (`GENERATORS`)."""
-    module, _, cls = GENERATORS[name].partition(":")
-    return getattr(importlib.import_module(module), cls)(
-        observation_space, action_space, cfg, normalize_obs, n_envs, device, seed
+    """The generator `settings.generator` names (`GENERATORS`), built from the run's settings."""
+    module, _, cls = GENERATORS[settings.generator].partition(":")
+    return getattr(importlib.import_module(module), cls).from_settings(
+        settings, observation_space, action_space, device
     )
 
 

@@ -17,7 +17,7 @@ from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from gailkit import policy
-from gailkit.config import PPOConfig
+from gailkit.config import PolicyConfig, PPOConfig, TrainConfig
 from gailkit.fragments import Fragment
 
 
@@ -52,6 +52,7 @@ class PPOGenerator:
         observation_space: gym.Space,
         action_space: gym.Space,
         cfg: PPOConfig,
+        net: PolicyConfig,
         normalize_obs: bool,
         n_envs: int,
         device: str | th.device,
@@ -59,11 +60,26 @@ class PPOGenerator:
     ):
         self.cfg = cfg
         venv = DummyVecEnv([lambda: _SpacesOnly(observation_space, action_space)] * n_envs)
-        self.ppo = policy.make_ppo(venv, cfg, normalize_obs, device, seed)
+        self.ppo = policy.make_ppo(venv, cfg, net, normalize_obs, device, seed, transpose_images=False)
         self.logger = _Capture()
         self.ppo.set_logger(self.logger)
         self._bc_opt: th.optim.Adam | None = None
         self._bc_data: tuple | None = None
+
+    @classmethod
+    def from_settings(
+        cls, settings: TrainConfig, observation_space: gym.Space, action_space: gym.Space, device: str | th.device
+    ) -> PPOGenerator:
+        return cls(
+            observation_space,
+            action_space,
+            settings.ppo,
+            settings.policy,
+            settings.normalize_obs,
+            settings.total_envs,
+            device,
+            settings.seed,
+        )
 
     @property
     def policy(self):
@@ -140,7 +156,8 @@ class PPOGenerator:
     ) -> list[float]:
         """`steps` Adam steps fitting the policy to (obs, acts) on random minibatches: its Gaussian mean
         by squared error (actions clipped to the bounds, as the env saw them) or its logits by
-        cross-entropy. The optimizer (over the actor's layers, not its log std) persists across calls."""
+        cross-entropy (the negative log-likelihood for MultiDiscrete and MultiBinary). The optimizer
+        (over the actor's layers, not its log std) persists across calls."""
         pol, space = self.policy, self.policy.action_space
         opt = self._bc_optimizer()
         for group in opt.param_groups:
@@ -160,8 +177,11 @@ class PPOGenerator:
             out = pol.action_net(latent_pi)
             if isinstance(space, gym.spaces.Discrete):
                 loss = th.nn.functional.cross_entropy(out, target[idx].long().reshape(-1) - int(space.start))
-            else:
+            elif isinstance(space, gym.spaces.Box):
                 loss = ((out - target[idx].float().reshape(out.shape)) ** 2).sum(-1).mean()
+            else:  # MultiDiscrete, MultiBinary: the negative log-likelihood of the expert's action
+                dist = pol.action_dist.proba_distribution(action_logits=out)
+                loss = -dist.log_prob(target[idx].float().reshape(len(idx), -1)).mean()
             opt.zero_grad()
             loss.backward()
             opt.step()

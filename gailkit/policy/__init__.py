@@ -1,9 +1,10 @@
-"""The actor-critic policy: SB3's `ActorCriticPolicy` whose features extractor normalizes observations.
+"""The actor-critic policy: SB3's `ActorCriticPolicy` whose features extractor comes from the encoder
+factory (`gailkit.encoders`: a normalizing flatten for vectors, a CNN for images, one per Dict entry).
 
 The running mean/variance live inside the network (buffers of `NormalizedFlatten`), so weights,
 checkpoints and ONNX exports all carry them: expert data, actors, evaluation and export see one
-normalization. Statistics change only through `NormalizedFlatten.update`, never in `forward`.
-This module, `generator` and `experts` are the only ones that import stable_baselines3.
+normalization. Statistics change only through `update_normalizer`, never in `forward`.
+This package, `generator` and `experts` are the only ones that import stable_baselines3.
 """
 
 from __future__ import annotations
@@ -16,62 +17,11 @@ import gymnasium as gym
 import numpy as np
 import torch as th
 from stable_baselines3.common.policies import ActorCriticPolicy
-from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
-from gailkit.config import PPOConfig
+from gailkit import encoders
+from gailkit.config import PolicyConfig, PPOConfig
+from gailkit.encoders import NormalizedFlatten
 from gailkit.fragments import Weights
-
-
-class NormalizedFlatten(BaseFeaturesExtractor):
-    """Flatten, then `(x - mean) / sqrt(var + eps)` clipped to `±clip` (identity when disabled).
-
-    The same formula, epsilon and clip as SB3's `VecNormalize`, so its statistics can be copied in.
-    """
-
-    mean: th.Tensor  # buffers (saved with the policy)
-    var: th.Tensor
-    count: th.Tensor
-
-    def __init__(self, observation_space: gym.Space, normalize: bool = True, clip: float = 10.0, eps: float = 1e-8):
-        dim = (
-            gym.spaces.flatdim(observation_space)
-            if not isinstance(observation_space, gym.spaces.Box)
-            else int(np.prod(observation_space.shape))
-        )
-        super().__init__(observation_space, features_dim=dim)
-        self.normalize, self.clip, self.eps = normalize, clip, eps
-        self.register_buffer("mean", th.zeros(dim))
-        self.register_buffer("var", th.ones(dim))
-        self.register_buffer("count", th.zeros((), dtype=th.float64))
-
-    def forward(self, obs: th.Tensor) -> th.Tensor:
-        x = th.flatten(obs, start_dim=1).float()
-        if not self.normalize:
-            return x
-        return th.clamp((x - self.mean) / th.sqrt(self.var + self.eps), -self.clip, self.clip)
-
-    @th.no_grad()
-    def update(self, batch: th.Tensor) -> None:
-        """Merge a batch `(N, *obs_shape)` into the running statistics (Chan et al.'s parallel update)."""
-        x = th.flatten(batch, start_dim=1).to(self.mean.device, th.float64)
-        n = x.shape[0]
-        if n == 0:
-            return
-        b_mean, b_var = x.mean(0), x.var(0, unbiased=False)
-        total = self.count + n
-        delta = b_mean - self.mean.double()
-        new_mean = self.mean.double() + delta * n / total
-        m2 = self.var.double() * self.count + b_var * n + delta**2 * self.count * n / total
-        self.mean.copy_(new_mean.float())
-        self.var.copy_((m2 / total).float())
-        self.count.copy_(total)
-
-    @th.no_grad()
-    def set_stats(self, mean: np.ndarray, var: np.ndarray, count: float) -> None:
-        self.mean.copy_(th.as_tensor(np.asarray(mean).reshape(-1), dtype=th.float32))
-        self.var.copy_(th.as_tensor(np.asarray(var).reshape(-1), dtype=th.float32))
-        self.count.fill_(float(count))
-
 
 ACTIVATIONS = {
     "tanh": th.nn.Tanh,
@@ -91,39 +41,58 @@ def schedules(cfg: PPOConfig) -> tuple[Any, Any]:
     return (lambda progress, v=cfg.learning_rate: progress * v), (lambda progress, v=cfg.clip_range: progress * v)
 
 
-def policy_kwargs(cfg: PPOConfig, normalize_obs: bool) -> dict[str, Any]:
-    """Keyword arguments of `ActorCriticPolicy` for these settings (same on learner and actors)."""
+def policy_kwargs(cfg: PolicyConfig, normalize_obs: bool, observation_space: gym.Space) -> dict[str, Any]:
+    """Keyword arguments of `ActorCriticPolicy` for these settings (same on learner and actors); the
+    features extractor is the encoder factory's choice for the space."""
+    extractor, extractor_kwargs = encoders.choose(observation_space, cfg.encoder, normalize_obs, cfg.cnn_features)
     return dict(
         net_arch=dict(pi=list(cfg.net_arch), vf=list(cfg.vf_arch or cfg.net_arch)),
         activation_fn=ACTIVATIONS[cfg.activation],
         ortho_init=cfg.ortho_init,
         log_std_init=cfg.log_std_init,
-        features_extractor_class=NormalizedFlatten,
-        features_extractor_kwargs=dict(normalize=normalize_obs),
+        features_extractor_class=extractor,
+        features_extractor_kwargs=extractor_kwargs,
+        normalize_images=False,  # the encoder scales uint8 frames itself (ImageCNN)
     )
 
 
 def build(
     observation_space: gym.Space,
     action_space: gym.Space,
-    cfg: PPOConfig,
+    cfg: PolicyConfig,
     normalize_obs: bool,
     device: str | th.device = "cpu",
 ) -> ActorCriticPolicy:
     """A fresh policy (the actors' CPU copy; the learner's comes from `make_ppo` with the same kwargs)."""
+    encoders.check_space(action_space, "action space")
     pol = ActorCriticPolicy(
-        observation_space, action_space, lambda _: cfg.learning_rate, **policy_kwargs(cfg, normalize_obs)
+        observation_space, action_space, lambda _: 0.0, **policy_kwargs(cfg, normalize_obs, observation_space)
     )
     return pol.to(device)
 
 
-def make_ppo(venv: Any, cfg: PPOConfig, normalize_obs: bool, device: str | th.device = "cpu", seed: int | None = None):
-    """SB3's `PPO` for these settings: the one place gailkit builds it (generator, experts, export)."""
+def make_ppo(
+    venv: Any,
+    cfg: PPOConfig,
+    net: PolicyConfig,
+    normalize_obs: bool,
+    device: str | th.device = "cpu",
+    seed: int | None = None,
+    transpose_images: bool = True,
+):
+    """SB3's `PPO` for these settings: the one place gailkit builds it (generator, experts, export).
+    `transpose_images=False` keeps frames in the env's own layout (the generator's)."""
     from stable_baselines3 import PPO
 
+    encoders.check_space(venv.action_space, "action space")
     lr, clip = schedules(cfg)
-    return PPO(
-        "MlpPolicy",
+    space = venv.observation_space
+    # SB3 wraps an env of height x width x channels frames in VecTransposeImage and builds its policy
+    # for channels first; gailkit's learner steps no env and its encoder takes frames as the env gives
+    # them, so the model is set up for the env's own layout (actors, demos and ONNX agree).
+    own_layout = not transpose_images and encoders.is_image(space) and int(np.argmin(space.shape)) != 0
+    model = PPO(
+        "MultiInputPolicy" if isinstance(venv.observation_space, gym.spaces.Dict) else "MlpPolicy",
         venv,
         learning_rate=lr,
         n_steps=cfg.n_steps,
@@ -139,17 +108,36 @@ def make_ppo(venv: Any, cfg: PPOConfig, normalize_obs: bool, device: str | th.de
         use_sde=cfg.use_sde,
         sde_sample_freq=cfg.sde_sample_freq,
         target_kl=cfg.target_kl,
-        policy_kwargs=policy_kwargs(cfg, normalize_obs),
+        policy_kwargs=policy_kwargs(net, normalize_obs, venv.observation_space),
         device=device,
         seed=seed,
         verbose=0,
+        _init_setup_model=not own_layout,
     )
+    if own_layout:
+        model.observation_space = space
+        model._setup_model()
+    return model
 
 
 def normalizer(pol: ActorCriticPolicy) -> NormalizedFlatten:
+    """The policy's observation normalizer (vector observations; see `update_normalizer` for any)."""
     ext = pol.features_extractor
-    assert isinstance(ext, NormalizedFlatten), type(ext)
+    if not isinstance(ext, NormalizedFlatten):
+        raise TypeError(f"the policy's encoder is {type(ext).__name__}, not a normalizing flatten")
     return ext
+
+
+@th.no_grad()
+def update_normalizer(pol: ActorCriticPolicy, obs: Any) -> None:
+    """Merge a raw batch of observations (as the env gives them) into the encoder's running
+    statistics (a no-op for encoders without any)."""
+    space = pol.observation_space
+    if isinstance(space, gym.spaces.Dict):
+        batch: Any = {k: th.from_numpy(np.array(obs[k])) for k in space.spaces}  # a copy: demos may be read-only maps
+    else:
+        batch = th.from_numpy(np.array(obs))
+    encoders.update_stats(pol.features_extractor, encoders.preprocess(space, batch))
 
 
 def get_weights(pol: ActorCriticPolicy, version: int) -> Weights:
@@ -217,8 +205,9 @@ def env_action(action_space: gym.Space, acts: np.ndarray) -> np.ndarray:
 class DeterministicHead(th.nn.Module):
     """Raw observation -> (deterministic action, value, log_prob of that action), as plain tensor ops.
 
-    The deterministic action is the argmax for discrete spaces and the Gaussian mean clipped to the
-    Box bounds for continuous ones; what `gailkit export` traces into ONNX.
+    The deterministic action is the argmax for Discrete spaces (per entry for MultiDiscrete), logit > 0
+    for MultiBinary (SB3's rounding of the probability), and the Gaussian mean clipped to the Box bounds
+    for continuous ones; what `gailkit export` traces into ONNX.
     """
 
     low: th.Tensor  # buffers, for Box actions
@@ -228,22 +217,42 @@ class DeterministicHead(th.nn.Module):
         super().__init__()
         self.pol = pol
         space = pol.action_space
-        self.discrete = isinstance(space, gym.spaces.Discrete)
-        if not self.discrete:
-            if not isinstance(space, gym.spaces.Box):
-                raise ValueError(f"action space {space} is not exportable (Box and Discrete are)")
+        self.nvec: list[int] = []
+        if isinstance(space, gym.spaces.Discrete):
+            self.kind = "discrete"
+        elif isinstance(space, gym.spaces.MultiDiscrete) and np.asarray(space.nvec).ndim == 1:
+            self.kind, self.nvec = "multi_discrete", [int(k) for k in space.nvec]
+        elif isinstance(space, gym.spaces.MultiBinary) and np.ndim(space.n) == 0:
+            self.kind = "multi_binary"
+        elif isinstance(space, gym.spaces.Box):
+            self.kind = "box"
             if pol.use_sde:
                 raise ValueError("policies with gSDE are not exportable")
             self.register_buffer("low", th.as_tensor(space.low, dtype=th.float32))
             self.register_buffer("high", th.as_tensor(space.high, dtype=th.float32))
+        else:
+            raise ValueError(f"action space {space} is not exportable (Box, Discrete, MultiDiscrete, MultiBinary are)")
+        self.discrete = self.kind != "box"
 
-    def forward(self, obs: th.Tensor) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
+    def forward(self, obs: Any) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
         features = self.pol.extract_features(obs, self.pol.features_extractor)
         latent_pi, latent_vf = self.pol.mlp_extractor(features)
         out = self.pol.action_net(latent_pi)
-        if self.discrete:
+        if self.kind == "discrete":
             action = th.argmax(out, dim=-1)
             log_prob = th.log_softmax(out, dim=-1).gather(-1, action.unsqueeze(-1)).squeeze(-1)
+        elif self.kind == "multi_discrete":
+            parts = th.split(out, self.nvec, dim=-1)
+            picks = [th.argmax(p, dim=-1) for p in parts]
+            action = th.stack(picks, dim=-1)
+            log_prob = sum(
+                (th.log_softmax(p, dim=-1).gather(-1, a.unsqueeze(-1)).squeeze(-1) for p, a in zip(parts, picks)),
+                th.zeros_like(out[..., 0]),
+            )
+        elif self.kind == "multi_binary":
+            ones = out > 0
+            action = ones.long()
+            log_prob = th.where(ones, th.nn.functional.logsigmoid(out), th.nn.functional.logsigmoid(-out)).sum(-1)
         else:
             action = th.minimum(th.maximum(out, self.low), self.high)
             log_std = self.pol.log_std.expand_as(out)  # at the mean, the Gaussian's quadratic term is 0

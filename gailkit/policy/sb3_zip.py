@@ -90,7 +90,14 @@ def read_sb3_zip(path: Path, observation_space: Any, action_space: Any):
                 f"{path}: activation {pk['activation_fn']} is not one gailkit rebuilds ({', '.join(_ACTIVATION_CLASSES)})"
             )
         kwargs["activation_fn"] = ACTIVATIONS[_ACTIVATION_CLASSES[name]]
-    for key in ("log_std_init", "full_std", "use_expln", "squash_output", "share_features_extractor"):
+    for key in (
+        "log_std_init",
+        "full_std",
+        "use_expln",
+        "squash_output",
+        "share_features_extractor",
+        "normalize_images",
+    ):
         if key in pk:
             kwargs[key] = _field(pk[key])
     extractor = str(pk.get("features_extractor_class", "FlattenExtractor"))

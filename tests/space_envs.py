@@ -1,0 +1,127 @@
+"""Small envs of every common gymnasium space, each with a scripted expert (`module:function`), for the
+end-to-end space tests. Episodes are 16 steps; the reward is 1 when the action is the expert's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+LENGTH = 16
+
+
+class _Base(gym.Env):
+    def __init__(self) -> None:
+        self._t = 0
+        self._state = np.zeros(3, np.float32)
+
+    def _obs(self) -> Any:
+        raise NotImplementedError
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self._t = 0
+        self._state = self.np_random.uniform(-1, 1, 3).astype(np.float32)
+        return self._obs(), {}
+
+    def step(self, action):
+        reward = float(np.all(np.asarray(action) == np.asarray(type(self).expert(self._obs()))))
+        self._t += 1
+        self._state = self.np_random.uniform(-1, 1, 3).astype(np.float32)
+        return self._obs(), reward, False, self._t >= LENGTH, {}
+
+
+class DiscreteObs(_Base):
+    """Discrete(6) observations, Discrete(3) actions: the expert plays obs mod 3."""
+
+    observation_space = gym.spaces.Discrete(6)
+    action_space = gym.spaces.Discrete(3)
+
+    def _obs(self) -> Any:
+        return int((self._state[0] + 1) * 2.99)
+
+    @staticmethod
+    def expert(obs: Any) -> Any:
+        return int(obs) % 3
+
+
+class MultiDiscreteAct(_Base):
+    """Box(3) observations, MultiDiscrete([3, 2]) actions: the signs and size of the first two entries."""
+
+    observation_space = gym.spaces.Box(-1, 1, (3,), np.float32)
+    action_space = gym.spaces.MultiDiscrete([3, 2])
+
+    def _obs(self) -> Any:
+        return self._state.copy()
+
+    @staticmethod
+    def expert(obs: Any) -> Any:
+        return np.array([int((obs[0] + 1) * 1.49), int(obs[1] > 0)], np.int64)
+
+
+class MultiBinaryAct(_Base):
+    """Box(3) observations, MultiBinary(3) actions: which entries are positive."""
+
+    observation_space = gym.spaces.Box(-1, 1, (3,), np.float32)
+    action_space = gym.spaces.MultiBinary(3)
+
+    def _obs(self) -> Any:
+        return self._state.copy()
+
+    @staticmethod
+    def expert(obs: Any) -> Any:
+        return (np.asarray(obs) > 0).astype(np.int8)
+
+
+class ImageObs(_Base):
+    """uint8 frames (12, 12, 3), height x width x channels, with one bright column; Discrete(2)
+    actions: whether it is in the left half."""
+
+    observation_space = gym.spaces.Box(0, 255, (12, 12, 3), np.uint8)
+    action_space = gym.spaces.Discrete(2)
+
+    def _obs(self) -> Any:
+        frame = np.zeros((12, 12, 3), np.uint8)
+        frame[:, int((self._state[0] + 1) * 5.99)] = 255
+        return frame
+
+    @staticmethod
+    def expert(obs: Any) -> Any:
+        return int(np.argmax(np.asarray(obs)[0, :, 0]) < 6)
+
+
+class DictObs(_Base):
+    """Dict observations (a Box and a Discrete), Discrete(2) actions."""
+
+    observation_space = gym.spaces.Dict(
+        {"pos": gym.spaces.Box(-1, 1, (2,), np.float32), "mode": gym.spaces.Discrete(2)}
+    )
+    action_space = gym.spaces.Discrete(2)
+
+    def _obs(self) -> Any:
+        return {"pos": self._state[:2].copy(), "mode": int(self._state[2] > 0)}
+
+    @staticmethod
+    def expert(obs: Any) -> Any:
+        return int((obs["pos"][0] > 0) != bool(obs["mode"]))
+
+
+def discrete_obs_expert(obs: Any) -> Any:
+    return DiscreteObs.expert(obs)
+
+
+def multi_discrete_expert(obs: Any) -> Any:
+    return MultiDiscreteAct.expert(obs)
+
+
+def multi_binary_expert(obs: Any) -> Any:
+    return MultiBinaryAct.expert(obs)
+
+
+def image_expert(obs: Any) -> Any:
+    return ImageObs.expert(obs)
+
+
+def dict_expert(obs: Any) -> Any:
+    return DictObs.expert(obs)
