@@ -45,8 +45,9 @@ class References:
     random_seed: int
 
     def normalized(self, ret: float) -> float | None:
-        """(R - R_random) / (R_expert - R_random), or None when the expert level is unknown."""
-        if self.expert_return is None or self.expert_return == self.random_return:
+        """(R - R_random) / (R_expert - R_random), or None when the expert level is unknown or not above
+        random (a score against an expert worse than random flips its sign: it would mean nothing)."""
+        if self.expert_return is None or self.expert_return <= self.random_return:
             return None
         return (ret - self.random_return) / (self.expert_return - self.random_return)
 
@@ -86,7 +87,17 @@ def random_reference(
 
     act_space.seed(seed)
     out = envs.run_episodes(lambda obs: act_space.sample(), env_cfg, episodes, seed, allow_code=allow_code)
-    return References(expert_return, expert_source, out["return_mean"], episodes, seed)
+    refs = References(expert_return, expert_source, out["return_mean"], episodes, seed)
+    if expert_return is not None and expert_return < refs.random_return:
+        import warnings
+
+        warnings.warn(
+            f"THE EXPERT IS WORSE THAN RANDOM: its return {expert_return:.1f} ({expert_source}) is below a "
+            f"random policy's {refs.random_return:.1f}, so no score is normalized; check the demos (an expert "
+            "trained with VecNormalize needs its vecnormalize.pkl beside its .zip when recording)",
+            stacklevel=2,
+        )
+    return refs
 
 
 @dataclasses.dataclass

@@ -212,6 +212,8 @@ def format_table(r: dict[str, Any]) -> str:
     )
     if r["normalized"] is not None:
         lines.append(f"  normalized score {r['normalized']:.3f} (against the {exp['source']}'s return)")
+    elif exp["return_mean"] is not None and exp["return_mean"] < rnd["return_mean"]:
+        lines.append("  normalized score none: THE EXPERT IS WORSE THAN RANDOM (check the demos and the expert)")
     if r["action_error"] is not None:
         lines.append(f"  action error vs scripted expert {r['action_error']:.4f} (uniform random policy: 0.667)")
     for path in r["plots"]:

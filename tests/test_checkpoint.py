@@ -174,3 +174,17 @@ def test_load_parses_settings_and_spaces_once(tmp_path):
     th.save({**_dict(), "spaces": {"observation": {"type": "Graph"}}}, tmp_path / "c.pt")
     with pytest.raises(CheckpointError, match="its settings or spaces cannot be read"):
         checkpoint.load(tmp_path / "c.pt")
+
+
+def test_an_expert_worse_than_random_is_said_loudly_and_nothing_is_normalized_against_it():
+    """A VecNormalize expert loaded without its statistics plays worse than random: a score against it
+    would flip signs, so there is none, and one warning line says why."""
+    import gymnasium as gym
+
+    from gailkit.checkpoint import random_reference
+
+    with pytest.warns(UserWarning, match=r"THE EXPERT IS WORSE THAN RANDOM: its return 9.4 \(demos\) is below"):
+        refs = random_reference("CartPole-v1", gym.spaces.Discrete(2), 5, 0, True, 9.4, "demos")
+    assert refs.random_return > 9.4 and refs.normalized(500.0) is None and refs.normalized(5.0) is None
+    good = random_reference("CartPole-v1", gym.spaces.Discrete(2), 5, 0, True, 500.0, "expert policy")
+    assert good.normalized(500.0) == 1.0

@@ -77,7 +77,7 @@ def record(args: argparse.Namespace) -> int:
 
     from gailkit import demos, experts
 
-    d = experts.record_demos(args.expert, args.env, args.episodes, args.seed, sample=args.sample)
+    d = experts.record_demos(args.expert, args.env, args.episodes, args.seed, sample=args.sample, log=print)
     demos.save(d, args.out)
     returns = d.episode_returns()
     assert returns is not None and d.meta.expert_return is not None  # recorded demos carry both

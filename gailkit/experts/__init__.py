@@ -78,6 +78,13 @@ def load_expert(spec: str, env_id: str | None, deterministic: bool) -> tuple[Pol
             pol = policy.read_sb3_zip(path, obs_space, act_space)
         except ValueError as e:
             raise ExpertError(str(e)) from None
+        from gailkit.experts import vecnormalize
+
+        stats_path = vecnormalize.find(path)
+        stats = None if stats_path is None else vecnormalize.read(stats_path, obs_space)
+        if stats is not None:
+            vecnormalize.apply(pol, stats)
+            info = {**info, "vecnormalize": str(stats_path)}
         return _policy_actor(pol, deterministic), env_id, info
     if not env_id:
         raise ExpertError(f"--expert {spec}: pass --env for a scripted expert")
@@ -123,7 +130,14 @@ class Scripted:
         return self.factory(env)
 
 
-def record_demos(spec: str, env_id: str | None, episodes: int, seed: int, sample: bool = False) -> demos.Demos:
+def record_demos(
+    spec: str,
+    env_id: str | None,
+    episodes: int,
+    seed: int,
+    sample: bool = False,
+    log: Callable[[str], None] = lambda line: None,
+) -> demos.Demos:
     """Demos of an expert with the expert policy's own return in their metadata.
 
     Deterministic by default: the demos then show the policy whose return is the reference.
@@ -131,7 +145,9 @@ def record_demos(spec: str, env_id: str | None, episodes: int, seed: int, sample
     is measured on other seeds (`seed + 100000 + i`) for the metadata.
     """
     allow_code = env_id is not None
-    pol, env_name, _ = load_expert(spec, env_id, deterministic=not sample)
+    pol, env_name, info = load_expert(spec, env_id, deterministic=not sample)
+    if "vecnormalize" in info:
+        log(f"expert: {spec} with the observation statistics of {info['vecnormalize']} (VecNormalize)")
     d = record(pol, env_name, episodes, seed, source=spec, allow_code=allow_code)
     reference = d.episode_returns()
     if sample:
