@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch as th
 
-from gailkit import checkpoint, metrics, train
+from gailkit.run import checkpoint, metrics, train
 
 VARIANTS = {
     "defaults": [],

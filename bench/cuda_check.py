@@ -16,8 +16,8 @@ from pathlib import Path
 
 import torch as th
 
-from gailkit import checkpoint, train
-from gailkit.callbacks import Callback
+from gailkit.run import checkpoint, train
+from gailkit.run.callbacks import Callback
 
 
 class DeviceCheck(Callback):

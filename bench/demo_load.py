@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gailkit import demos
+from gailkit.data import demos
 
 
 def make_demos(n: int, obs_dim: int, act_dim: int, episode_len: int) -> demos.Demos:

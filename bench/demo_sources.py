@@ -24,7 +24,7 @@ from pathlib import Path
 import torch as th
 from ablations import run  # bench/ is on the path when a script in it runs
 
-from gailkit import demos, envs
+from gailkit.data import demos, envs
 
 SOURCES = {
     "arrow": "Arrow, obs + actions",

@@ -21,11 +21,13 @@ import numpy as np
 import torch as th
 import zmq
 
-from gailkit import envs, policy, wire
-from gailkit.actor import Actor, ActorSpec
 from gailkit.config import EnvConfig, FleetConfig, PolicyConfig
-from gailkit.fleet import InProcessFleet
-from gailkit.fleet.zmq_fleet import ZmqFleet
+from gailkit.data import envs
+from gailkit.model import policy
+from gailkit.rollout import wire
+from gailkit.rollout.actor import Actor, ActorSpec
+from gailkit.rollout.fleet import InProcessFleet
+from gailkit.rollout.fleet.zmq_fleet import ZmqFleet
 
 BUSY = EnvConfig(id=f"{Path(__file__).resolve().parent / 'busy_env.py'}:BusyCartPole")
 PPO = PolicyConfig()  # the default MLP, 64x64

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import torch as th
 
-from gailkit import checkpoint, demos, envs, metrics, train
+from gailkit.data import demos, envs
+from gailkit.run import checkpoint, metrics, train
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -177,8 +178,8 @@ def main() -> None:
 
 def run_gailkit_refs(args, seed: int) -> dict:
     """The references gailkit would use for this seed, when only imitation runs."""
-    from gailkit.rundir import RunDir
-    from gailkit.session import Run
+    from gailkit.run.rundir import RunDir
+    from gailkit.run.session import Run
 
     cfg = train.train_config(args.env, args.demos, None, [f"seed={seed}", f"eval_episodes={args.eval_episodes}"])
     with tempfile.TemporaryDirectory() as tmp:

@@ -74,8 +74,8 @@ def main() -> None:
     from stable_baselines3 import PPO
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    from gailkit import demos, envs
-    from gailkit.demos.imitation_adapter import to_trajectories
+    from gailkit.data import demos, envs
+    from gailkit.data.demos.imitation_adapter import to_trajectories
 
     hp = tuned_settings(args.env)
     obs_space, act_space = envs.spaces(args.env)

@@ -20,9 +20,12 @@ from pathlib import Path
 import numpy as np
 import torch as th
 
-from gailkit import checkpoint, config, demos, envs, export, policy
+from gailkit import config
 from gailkit.config import TrainConfig
+from gailkit.data import demos, envs
 from gailkit.inference import OnnxPolicy
+from gailkit.model import policy
+from gailkit.run import checkpoint, export
 
 
 def timeit(fn, iters: int) -> list[float]:

@@ -20,7 +20,9 @@ from pathlib import Path
 
 import torch as th
 
-from gailkit import envs, experts, metrics, policy, train
+from gailkit.data import envs, experts
+from gailkit.model import policy
+from gailkit.run import metrics, train
 
 
 def sb3_rate(cfg, steps: int) -> float:

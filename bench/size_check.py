@@ -11,8 +11,9 @@ import time
 
 import numpy as np
 
-from gailkit import limits, wire
-from gailkit.fragments import Fragment
+from gailkit.core import limits
+from gailkit.core.fragments import Fragment
+from gailkit.rollout import wire
 
 
 def main() -> None:

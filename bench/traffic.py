@@ -19,9 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from gailkit import demos, envs, experts, export, train
 from gailkit.config import EnvConfig
+from gailkit.data import demos, envs, experts
 from gailkit.inference import OnnxPolicy
+from gailkit.run import export, train
 
 ENV = "TrafficLight-v0"
 

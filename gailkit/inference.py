@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from gailkit.errors import GailkitError
+from gailkit.core.errors import GailkitError
 
 
 class InferenceError(GailkitError):
@@ -30,7 +30,7 @@ def session(model: str | Path | bytes, threads: int = 1):
     opts.inter_op_num_threads = 1
     source = model if isinstance(model, bytes) else str(model)
     if not isinstance(model, bytes):
-        from gailkit import fsutil, limits
+        from gailkit.core import fsutil, limits
 
         limits.check_size(fsutil.check_regular(model).stat().st_size, None, str(model))
     try:

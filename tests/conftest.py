@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gailkit import experts
+from gailkit.data import experts
 
 ROOT = Path(__file__).resolve().parents[1]
 # gailkit's own per-user files (the tune signing key) go to a folder of the test run, not the user's ~/.config.

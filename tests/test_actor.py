@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from gailkit import policy
-from gailkit.actor import Actor, ActorSpec
 from gailkit.config import EnvConfig, PolicyConfig, PPOConfig
+from gailkit.model import policy
+from gailkit.rollout.actor import Actor, ActorSpec
 
 CFG = PolicyConfig(net_arch=[16])
 
@@ -118,7 +118,7 @@ def test_fragments_never_hold_the_reset_step_and_keep_true_final_obs(monkeypatch
     each env itself and must never emit (final obs -> reset obs) as a transition."""
     import gymnasium as gym
 
-    from gailkit import envs
+    from gailkit.data import envs
 
     cls = _Counter.make()
     monkeypatch.setattr(envs, "make_factory", lambda cfg, *a, **k: cls)
@@ -139,8 +139,8 @@ def test_fragments_never_hold_the_reset_step_and_keep_true_final_obs(monkeypatch
 
 def test_truncation_bootstraps_from_the_true_final_observation(monkeypatch):
     """The PPO target of a truncated step adds gamma * V(final obs), that of a terminated step adds nothing."""
-    from gailkit import envs
-    from gailkit.generator.ppo import PPOGenerator as Generator
+    from gailkit.algo.generator.ppo import PPOGenerator as Generator
+    from gailkit.data import envs
 
     cls = _Counter.make()
     monkeypatch.setattr(envs, "make_factory", lambda cfg, *a, **k: cls)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gailkit import callbacks, metrics, train
-from gailkit.callbacks import Callback
+from gailkit.run import callbacks, metrics, train
+from gailkit.run.callbacks import Callback
 
 
 class Recorder(Callback):

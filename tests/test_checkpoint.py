@@ -6,8 +6,9 @@ import os
 import pytest
 import torch as th
 
-from gailkit import checkpoint, fsutil, metrics, rundir
-from gailkit.checkpoint import Best, CheckpointError, References, RunState
+from gailkit.core import fsutil
+from gailkit.run import checkpoint, metrics, rundir
+from gailkit.run.checkpoint import Best, CheckpointError, References, RunState
 
 
 def _state(round_=3) -> RunState:
@@ -181,7 +182,7 @@ def test_an_expert_worse_than_random_is_said_loudly_and_nothing_is_normalized_ag
     would flip signs, so there is none, and one warning line says why."""
     import gymnasium as gym
 
-    from gailkit.checkpoint import random_reference
+    from gailkit.run.checkpoint import random_reference
 
     with pytest.warns(UserWarning, match=r"THE EXPERT IS WORSE THAN RANDOM: its return 9.4 \(demos\) is below"):
         refs = random_reference("CartPole-v1", gym.spaces.Discrete(2), 5, 0, True, 9.4, "demos")

@@ -75,7 +75,7 @@ def test_refused_pickle_via_cli(tmp_path):
 def _spoiled(tmp_path, cartpole_demos, name, **changes):
     import dataclasses
 
-    from gailkit import demos
+    from gailkit.data import demos
 
     return demos.save(dataclasses.replace(cartpole_demos, **changes), tmp_path / name)
 

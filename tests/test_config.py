@@ -2,7 +2,7 @@ import pytest
 
 from gailkit import config
 from gailkit.config import ExpertConfig
-from gailkit.errors import ConfigError
+from gailkit.core.errors import ConfigError
 
 
 def test_defaults_then_yaml_then_overrides(tmp_path):

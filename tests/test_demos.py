@@ -7,8 +7,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from gailkit import demos, envs
-from gailkit.demos import DemoError, DemoWarning
+from gailkit.data import demos, envs
+from gailkit.data.demos import DemoError, DemoWarning
 
 FILE_SUFFIXES = ["x.arrow", "x.feather", "x.parquet", "x.pkl"]
 
@@ -43,7 +43,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "imitation"
 def test_files_written_by_imitation_load_without_importing_it(custom_demos, name):
     """Made by imitation's own code (tests/fixtures/imitation/make.py); read here without its import."""
     code = (
-        "import sys, json; from gailkit import demos; "
+        "import sys, json; from gailkit.data import demos; "
         f"d = demos.load_file({str(FIXTURES / name)!r}); "
         "print(json.dumps({'imported': 'imitation' in sys.modules, 'n': len(d), 'format': d.meta.format, "
         "'obs': d.obs.tolist(), 'acts': d.acts.tolist(), 'next_obs': d.next_obs.tolist(), 'rews': d.rews.tolist(), "
@@ -269,7 +269,7 @@ def test_ragged_trajectory_pickle(tmp_path, monkeypatch):
     import sys
     import types
 
-    from gailkit.demos import pickle_io
+    from gailkit.data.demos import pickle_io
 
     trajs = pickle_io.RestrictedUnpickler(open(FIXTURES / "trajectories_p5.pkl", "rb")).load()
     trajs[1].acts = trajs[1].acts[:-1]  # a pickle skips imitation's own __post_init__ check
@@ -349,7 +349,7 @@ def test_code_running_pickle_is_refused_before_it_runs(tmp_path):
 def test_eval_and_user_classes_are_refused(tmp_path):
     class_payload = pickle.dumps(demos.DemoMeta())
     (tmp_path / "cls.pkl").write_bytes(class_payload)
-    with pytest.raises(DemoError, match="refused to unpickle 'gailkit.demos.core.DemoMeta'"):
+    with pytest.raises(DemoError, match="refused to unpickle 'gailkit.data.demos.core.DemoMeta'"):
         demos.load_file(tmp_path / "cls.pkl")
     # a hand-written pickle calling builtins.eval
     (tmp_path / "eval.pkl").write_bytes(b"cbuiltins\neval\n(S'1+1'\ntR.")
@@ -408,7 +408,7 @@ def test_ends_given_as_dones_alone_are_read_against_the_env_time_limit(tmp_path)
     env's `max_episode_steps` become truncations, with one warning line; the rest stay terminations."""
     import pickle
 
-    from gailkit import demos, experts
+    from gailkit.data import demos, experts
 
     rng = np.random.default_rng(0)
     for env_id, policy, want_cut in (

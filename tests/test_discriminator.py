@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch as th
 
-from gailkit import envs
+from gailkit.algo.discriminator import Batch, Discriminator, choose_reward_fn
 from gailkit.config import DiscConfig
-from gailkit.discriminator import Batch, Discriminator, choose_reward_fn
+from gailkit.data import envs
 
 
 def _data(custom_demos):

@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from gailkit import envs
 from gailkit.config import EnvConfig
-from gailkit.errors import EnvError
+from gailkit.core.errors import EnvError
+from gailkit.data import envs
 
 
 def test_gymnasium_id():
@@ -79,7 +79,7 @@ def test_bad_kwargs():
 
 
 def test_vec_env_seeds_each_env_differently():
-    from gailkit import experts
+    from gailkit.data import experts
 
     venv = experts.make_vec_env("CustomEnv", n_envs=2, seed=0)
     obs = venv.reset()

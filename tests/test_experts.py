@@ -3,9 +3,10 @@ import json
 import numpy as np
 import pytest
 
-from gailkit import config, demos, experts
+from gailkit import config
 from gailkit.config import ExpertConfig
-from gailkit.errors import ConfigError, ExpertError
+from gailkit.core.errors import ConfigError, ExpertError
+from gailkit.data import demos, experts
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,8 @@ import sys
 import numpy as np
 import pytest
 
-from gailkit import evaluate, export, train
 from gailkit.inference import InferenceError, OnnxPolicy
+from gailkit.run import evaluate, export, train
 
 SMALL = ["ppo.n_steps=64", "ppo.batch_size=64", "total_steps=256", "eval_every=2"]
 
@@ -42,7 +42,8 @@ def test_export_parity_and_metadata(run, exported):
 
 
 def test_onnx_matches_torch_policy_on_batches(run, exported):
-    from gailkit import checkpoint, policy, rundir
+    from gailkit.model import policy
+    from gailkit.run import checkpoint, rundir
 
     pol, _ = checkpoint.load_policy(rundir.resolve(run))
     pi = OnnxPolicy(exported[0])
@@ -145,7 +146,7 @@ def test_custom_env_action_error_reported(tmp_path):
 def test_evaluate_uses_the_runs_references_from_any_folder(run, tmp_path, monkeypatch):
     """The same checkpoint gets the same normalized score wherever evaluate runs (the run stores its
     references), and train's own last evaluation agrees with evaluate on the same episodes."""
-    from gailkit import checkpoint, rundir
+    from gailkit.run import checkpoint, rundir
 
     state = checkpoint.load(rundir.resolve(run, "final"))
     monkeypatch.chdir(tmp_path)  # the run's demos path ("data/") means nothing here
@@ -182,7 +183,7 @@ def test_env_code_named_by_a_checkpoint_or_run_config_never_runs(run, tmp_path, 
     import yaml
     from conftest import run_cli
 
-    from gailkit import checkpoint, rundir
+    from gailkit.run import checkpoint, rundir
 
     marker = tmp_path / "pwned"
     evil = tmp_path / "evil_run"

@@ -13,12 +13,14 @@ import numpy as np
 import pytest
 import zmq
 
-from gailkit import policy, train, transport, wire
-from gailkit.actor import ActorSpec
 from gailkit.config import EnvConfig, FleetConfig, PolicyConfig
-from gailkit.fleet import FleetError
-from gailkit.fleet.zmq_fleet import ZmqFleet
-from gailkit.wire import Header, Kind
+from gailkit.model import policy
+from gailkit.rollout import transport, wire
+from gailkit.rollout.actor import ActorSpec
+from gailkit.rollout.fleet import FleetError
+from gailkit.rollout.fleet.zmq_fleet import ZmqFleet
+from gailkit.rollout.wire import Header, Kind
+from gailkit.run import train
 
 ROOT = Path(__file__).resolve().parents[1]
 SLOW = EnvConfig(id=f"{ROOT / 'tests' / 'slow_env.py'}:SlowCartPole")
@@ -161,7 +163,7 @@ def test_no_live_actor_fails_within_the_timeout():
 
 
 def test_listening_beyond_loopback_needs_keys():
-    from gailkit.errors import ConfigError
+    from gailkit.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="listening beyond loopback needs --key-file"):
         transport.LearnerEndpoint("tcp://0.0.0.0:0", os.urandom(16))
@@ -299,7 +301,7 @@ class _ProtocolPeer:
     each WORK with `reply(header, good_fragment) -> (kind, body)`: a hostile or broken actor."""
 
     def __init__(self, address, reply, hello_id=77):
-        from gailkit.actor import Actor
+        from gailkit.rollout.actor import Actor
 
         self.reply, self.stop, self.works, self.hello_id = reply, threading.Event(), 0, hello_id
         self.actor = Actor(ActorSpec(EnvConfig(id="CartPole-v1"), PPO, True, n_envs=2, seed=9))
@@ -430,9 +432,9 @@ def test_a_remote_actor_loads_no_code_env_it_was_not_told_to():
 def test_a_round_fills_each_slot_once_in_order_and_reopens_what_failed():
     """`fleet.slots.Round`, the bookkeeping both fleets share: stale and bad fragments leave the slot
     open (first in line again), a filled slot is never reopened, fragments come back in slot order."""
-    from gailkit.actor import Actor
-    from gailkit.fleet.slots import Round
-    from gailkit.fragments import BadFragment, FragmentSpec
+    from gailkit.core.fragments import BadFragment, FragmentSpec
+    from gailkit.rollout.actor import Actor
+    from gailkit.rollout.fleet.slots import Round
 
     actor = Actor(ActorSpec(EnvConfig(id="CartPole-v1"), PPO, True, n_envs=2, seed=3))
     actor.start()

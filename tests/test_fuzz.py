@@ -12,8 +12,9 @@ import zmq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gailkit import demos, wire
-from gailkit.wire import Header, Kind
+from gailkit.data import demos
+from gailkit.rollout import wire
+from gailkit.rollout.wire import Header, Kind
 
 MARKER = Path(__file__).resolve().parent / ".fuzz_marker_must_never_exist"
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "imitation"

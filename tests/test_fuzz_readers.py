@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gailkit import demos
 from gailkit.config import TrainConfig
-from gailkit.errors import GailkitError
+from gailkit.core.errors import GailkitError
+from gailkit.data import demos
 
 ROOT = Path(__file__).resolve().parents[1]
 FUZZ = settings(
@@ -210,7 +210,7 @@ def test_fuzz_mutated_onnx_files(tmp_path, onnx_seed, mutation):
 @FUZZ
 @given(mutation=MUTATIONS)
 def test_fuzz_mutated_checkpoints(tmp_path, onnx_seed, mutation):
-    from gailkit import checkpoint
+    from gailkit.run import checkpoint
 
     path = tmp_path / "c.pt"
     path.write_bytes(_mutate((onnx_seed / "run" / "final" / "checkpoint.pt").read_bytes(), mutation))
@@ -227,7 +227,7 @@ def test_fuzz_mutated_checkpoints(tmp_path, onnx_seed, mutation):
     | st.text(max_size=50)
 )
 def test_fuzz_key_files(tmp_path, doc):
-    from gailkit import transport
+    from gailkit.rollout import transport
 
     path = tmp_path / "k.json"
     path.write_text(json.dumps(doc))
@@ -277,7 +277,7 @@ VALUES = (
 def test_fuzz_any_value_for_any_setting(key, value):
     """Every setting takes any value from `--set` with a one-line ConfigError or a config that checks."""
     from gailkit import config
-    from gailkit.session import resolve_device
+    from gailkit.run.session import resolve_device
 
     def build():
         cfg = config.build(TrainConfig, [], [f"{key}={value}"])

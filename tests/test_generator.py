@@ -4,10 +4,11 @@ import numpy as np
 import torch as th
 from stable_baselines3 import PPO
 
-from gailkit import experts, policy
+from gailkit.algo.generator.ppo import PPOGenerator as Generator
 from gailkit.config import PolicyConfig, PPOConfig
-from gailkit.fragments import Fragment
-from gailkit.generator.ppo import PPOGenerator as Generator
+from gailkit.core.fragments import Fragment
+from gailkit.data import experts
+from gailkit.model import policy
 
 CFG = PPOConfig(n_steps=64, batch_size=32, n_epochs=2, learning_rate=1e-3)
 NET = PolicyConfig(net_arch=[16])
@@ -174,9 +175,9 @@ def test_behaviour_cloning_fits_the_expert_actions(custom_demos):
 def test_the_learner_reaches_its_generator_only_through_the_seam(tmp_path, monkeypatch):
     """`generator.make` builds what `GENERATORS` names; a stand-in registered there gets every round's
     fragment with the discriminator's rewards (not the env's), and the BC warm start."""
-    from gailkit import generator as gen_mod
-    from gailkit import train
-    from gailkit.generator.ppo import PPOGenerator
+    from gailkit.algo import generator as gen_mod
+    from gailkit.algo.generator.ppo import PPOGenerator
+    from gailkit.run import train
 
     calls: list[tuple] = []
 

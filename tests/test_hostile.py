@@ -88,7 +88,7 @@ def test_a_config_file_cannot_turn_on_unsafe_pickle_or_name_code(tmp_path):
 
 
 def test_an_experts_folder_in_the_current_folder_is_never_read(tmp_path, monkeypatch):
-    from gailkit import train
+    from gailkit.run import train
 
     (tmp_path / "experts").mkdir()
     (tmp_path / "experts" / "cartpole.gail.yaml").write_text(
@@ -228,7 +228,7 @@ def _ipc(table: pa.Table, path: Path, compression: str | None, stream: bool = Fa
 
 
 def _zeros_table(rows: int) -> pa.Table:
-    from gailkit import arrow_tensors
+    from gailkit.core import arrow_tensors
 
     obs = arrow_tensors.to_arrow(np.zeros((rows, 2), np.float32))
     return pa.table(
@@ -383,8 +383,8 @@ def test_links_in_a_run_lead_nowhere(tmp_path):
 
 
 def test_a_failed_first_round_leaves_an_empty_run_dir_empty(tmp_path, monkeypatch):
-    from gailkit import train
-    from gailkit.learner import Learner
+    from gailkit.algo.learner import Learner
+    from gailkit.run import train
 
     run = tmp_path / "given"
     run.mkdir()
@@ -657,8 +657,8 @@ def test_a_compressed_fragment_bomb_is_dropped_before_it_inflates(tmp_path):
     script = tmp_path / "bomb.py"
     script.write_text(
         "import numpy as np, pyarrow as pa\n"
-        "from gailkit import wire\n"
-        "from gailkit.wire import Header, Kind, ProtocolError\n"
+        "from gailkit.rollout import wire\n"
+        "from gailkit.rollout.wire import Header, Kind, ProtocolError\n"
         "batch = pa.record_batch({'obs': pa.array(np.zeros(250_000_000, np.float64))})\n"
         "sink = pa.BufferOutputStream()\n"
         "with pa.ipc.new_stream(sink, batch.schema, options=pa.ipc.IpcWriteOptions(compression='zstd')) as w:\n"

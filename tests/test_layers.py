@@ -6,30 +6,47 @@ from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "gailkit"
 
+# Sub-packages, bottom to top: a module imports from a lower sub-package, or from its own one at a lower
+# module layer (LAYERS). `rollout` and `algo` share a level, so neither imports the other: the actor side
+# never sees the learner's code, and the learner never sees the transport.
+SUBPACKAGES = {
+    "gailkit": -1,  # the package's __init__: the version and the public names (lazily)
+    "core": 0,
+    "config": 1,
+    "model": 2,
+    "data": 3,
+    "rollout": 4,
+    "algo": 4,
+    "inference": 4,  # onnxruntime and numpy only: importable without torch
+    "run": 5,
+    "tune": 6,
+    "cli": 7,
+}
 LAYERS = {
+    "gailkit": -9,
     "errors": -3,
     "fsutil": -2,
     "limits": -2,
-    "gailkit": -1,
-    "arrow_tensors": -1,  # below layer 0: the version, user errors, atomic writes
+    "arrow_tensors": -1,
+    "signing": -1,
+    "fragments": 0,
     "config": 0,
     "spaces": -1,  # which spaces the networks take (gymnasium only)
     "encoders": 0,  # the encoder factory: torch and gymnasium only
-    "fragments": 0,
+    "policy": 1,
     "envs": 1,
     "demos": 1,
-    "policy": 1,
-    "wire": 1,
-    "discriminator": 1,
-    "actor": 2,
-    "generator": 2,
-    "transport": 2,
-    "checkpoint": 2,
     "experts": 2,
-    "inference": 2,
-    "metrics": 2,
+    "wire": 1,
+    "actor": 2,
+    "transport": 2,
     "fleet": 3,
+    "discriminator": 1,
+    "generator": 2,
     "learner": 3,
+    "inference": 2,
+    "checkpoint": 2,
+    "metrics": 2,
     "rundir": 3,
     "session": 4,
     "evaluate": 4,
@@ -37,11 +54,10 @@ LAYERS = {
     "callbacks": 5,
     "train": 6,
     "tune": 7,
-    "signing": -1,
     "cli": 8,
 }
-ACTOR_SIDE_FORBIDDEN = {"learner", "generator", "discriminator", "demos"}
-FORBIDDEN = {m: ACTOR_SIDE_FORBIDDEN for m in ("actor", "transport", "fleet")} | {"learner": {"transport"}}
+ACTOR_SIDE_FORBIDDEN = {"demos"}  # the actor side reads no demo files (learner, generator, discriminator: by level)
+FORBIDDEN = {m: ACTOR_SIDE_FORBIDDEN for m in ("actor", "transport", "fleet", "wire")}
 THIRD_PARTY_OWNERS = {
     "zmq": {"transport"},
     "onnx": {"export"},
@@ -52,44 +68,72 @@ THIRD_PARTY_OWNERS = {
     "optuna": {"tune"},
     "minari": {"demos"},
 }
+TOP_LEVEL = {"config", "inference", "tune", "cli"}  # modules and packages that are their own sub-package
 
 
-def _module_of(path: Path) -> str:
-    rel = path.relative_to(PKG)
-    return "gailkit" if rel.name == "__init__.py" and len(rel.parts) == 1 else rel.parts[0].removesuffix(".py")
+def _module_of(path: Path) -> tuple[str, str]:
+    """(sub-package, module) of a file: `run/train.py` -> (run, train), `model/policy/sb3_zip.py` -> (model, policy)."""
+    parts = path.relative_to(PKG).parts
+    if len(parts) == 1:
+        name = parts[0].removesuffix(".py")
+        return ("gailkit", "gailkit") if name == "__init__" else (name, name)
+    if parts[0] in TOP_LEVEL:
+        return parts[0], parts[0]
+    name = parts[1].removesuffix(".py")
+    return (parts[0], parts[0]) if name == "__init__" else (parts[0], name)
 
 
 def _imports(path: Path):
+    """(sub-package, module) of every gailkit import in a file, lazy ones included; third-party top names."""
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module:
-            if node.module == "gailkit":
-                yield from (f"gailkit.{a.name}" for a in node.names)
+            if node.module in ("gailkit", *(f"gailkit.{s}" for s in SUBPACKAGES)):
+                for a in node.names:
+                    yield _target(f"{node.module}.{a.name}")
             else:
-                yield node.module
+                yield _target(node.module)
         elif isinstance(node, ast.Import):
-            yield from (a.name for a in node.names)
+            yield from (_target(a.name) for a in node.names)
+
+
+def _target(dotted: str) -> tuple[str, str]:
+    parts = dotted.split(".")
+    if parts[0] != "gailkit":
+        return "", parts[0]
+    if len(parts) == 1 or parts[1] not in SUBPACKAGES or parts[1] == "gailkit":
+        return "gailkit", "gailkit"
+    if parts[1] in TOP_LEVEL or len(parts) == 2 or parts[2] not in LAYERS:
+        return parts[1], parts[1]
+    return parts[1], parts[2]
 
 
 def test_every_module_has_a_layer():
-    modules = {_module_of(p) for p in PKG.rglob("*.py")}
-    assert modules <= set(LAYERS), modules - set(LAYERS)
+    seen = {_module_of(p) for p in PKG.rglob("*.py")}
+    assert {s for s, _ in seen} <= set(SUBPACKAGES), seen
+    assert {m for s, m in seen if m != s} <= set(LAYERS), {m for s, m in seen if m != s} - set(LAYERS)
 
 
 def test_imports_follow_the_layers():
     problems = []
     for path in PKG.rglob("*.py"):
-        me = _module_of(path)
-        for name in _imports(path):
-            parts = name.split(".")
-            if parts[0] == "gailkit" and len(parts) > 1:
-                other = parts[1]
-                if other != me and other in LAYERS and name != "gailkit.__version__" and LAYERS[other] >= LAYERS[me]:
-                    problems.append(f"{path.name}: {me} (layer {LAYERS[me]}) imports {other} (layer {LAYERS[other]})")
-                if other in FORBIDDEN.get(me, ()):
-                    problems.append(f"{path.name}: {me} must not import {other}")
-            owners = THIRD_PARTY_OWNERS.get(parts[0])
-            if owners is not None and me not in owners:
-                problems.append(f"{path.name}: only {', '.join(sorted(owners))} may import {parts[0]}")
+        sub, me = _module_of(path)
+        where = path.relative_to(PKG)
+        for other_sub, other in _imports(path):
+            if other_sub == "":
+                owners = THIRD_PARTY_OWNERS.get(other)
+                if owners is not None and me not in owners:
+                    problems.append(f"{where}: only {', '.join(sorted(owners))} may import {other}")
+                continue
+            if other_sub == "gailkit" or (other_sub, other) == (sub, me):
+                continue  # the version and the public names; a package's own modules
+            if other_sub != sub and SUBPACKAGES[other_sub] >= SUBPACKAGES[sub]:
+                problems.append(f"{where}: {sub} (level {SUBPACKAGES[sub]}) imports {other_sub}.{other}")
+            if other_sub == sub and other != sub and me != sub and LAYERS[other] >= LAYERS[me]:
+                problems.append(
+                    f"{where}: {sub}.{me} (layer {LAYERS[me]}) imports {sub}.{other} (layer {LAYERS[other]})"
+                )
+            if other in FORBIDDEN.get(me, ()):
+                problems.append(f"{where}: {me} must not import {other}")
     assert not problems, "\n".join(problems)
 
 
@@ -99,7 +143,7 @@ def test_modules_stay_small():
 
 
 def test_train_reads_top_to_bottom_in_about_fifty_lines():
-    tree = ast.parse((PKG / "train.py").read_text())
+    tree = ast.parse((PKG / "run" / "train.py").read_text())
     fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "train")
     assert fn.end_lineno - fn.lineno + 1 <= 60
 
@@ -111,8 +155,8 @@ def test_one_function_reads_checkpoints():
         for p in PKG.rglob("*.py")
         if "th.load(" in p.read_text() or "torch.load(" in p.read_text()
     }
-    assert users == {"checkpoint.py", "policy/sb3_zip.py"}, users
-    assert (PKG / "checkpoint.py").read_text().count("th.load(") == 1
+    assert users == {"run/checkpoint.py", "model/policy/sb3_zip.py"}, users
+    assert (PKG / "run" / "checkpoint.py").read_text().count("th.load(") == 1
 
 
 def test_every_package_folder_is_installed_and_envs_is_not_top_level():

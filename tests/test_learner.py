@@ -5,11 +5,13 @@ import numpy as np
 import pytest
 import torch as th
 
-from gailkit import envs, policy, train
-from gailkit.actor import Actor, ActorSpec
-from gailkit.discriminator import Discriminator
-from gailkit.generator.ppo import PPOGenerator as Generator
-from gailkit.learner import Learner, TrainingDiverged, expert_data
+from gailkit.algo.discriminator import Discriminator
+from gailkit.algo.generator.ppo import PPOGenerator as Generator
+from gailkit.algo.learner import Learner, TrainingDiverged, expert_data
+from gailkit.data import envs
+from gailkit.model import policy
+from gailkit.rollout.actor import Actor, ActorSpec
+from gailkit.run import train
 
 
 def _learner(cartpole_demos, *overrides, seed=0):

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from gailkit import demos, envs, experts
+from gailkit.data import demos, envs, experts
 
 minari = pytest.importorskip("minari")  # the extra gailkit[minari]; the set-up installs it
 
@@ -74,7 +74,7 @@ def test_reading_needs_no_minari(minari_root, cartpole_demos, storage):
     path = demos.save(cartpole_demos, f"minari:test/cp-{storage}-v0", minari_format=storage)
     code = (
         "import sys, json; sys.modules['minari'] = None\n"
-        "from gailkit import demos\n"
+        "from gailkit.data import demos\n"
         f"d = demos.load({str(path)!r}, env_id='CartPole-v1')\n"
         "print(json.dumps({'n': len(d), 'imported': sys.modules.get('minari') is not None}))"
     )
@@ -124,7 +124,7 @@ def test_demos_without_actions_everywhere(tmp_path, cartpole_demos):
     """strip-actions, every file format, inspect, convert, and training with a state-transition discriminator."""
     from conftest import run_cli
 
-    from gailkit import checkpoint, train
+    from gailkit.run import checkpoint, train
 
     path = demos.save(cartpole_demos, tmp_path / "cp.arrow")
     r = run_cli("demos", "strip-actions", str(path), str(tmp_path / "obs_only.parquet"))
@@ -143,7 +143,7 @@ def test_demos_without_actions_everywhere(tmp_path, cartpole_demos):
     state = checkpoint.load(tmp_path / "run" / "final" / "checkpoint.pt")
     assert state.config["disc"]["use_action"] is False and state.config["disc"]["use_next_state"] is True
     bad = train.train_config("CartPole-v1", str(tmp_path / "a.arrow"), None, ["bc.epochs=2"], preset="tiny")
-    from gailkit.errors import ConfigError
+    from gailkit.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="behaviour cloning needs the expert's actions"):
         train.train(bad, tmp_path / "run2", quiet=True, log=lambda m: None)

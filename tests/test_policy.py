@@ -2,9 +2,9 @@ import gymnasium as gym
 import numpy as np
 import torch as th
 
-from gailkit import policy
 from gailkit.config import PolicyConfig
-from gailkit.fragments import Fragment, stack
+from gailkit.core.fragments import Fragment, stack
+from gailkit.model import policy
 
 CFG = PolicyConfig(net_arch=[16])
 

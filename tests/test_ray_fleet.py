@@ -6,9 +6,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from gailkit import policy, train
-from gailkit.actor import ActorSpec
 from gailkit.config import EnvConfig, FleetConfig, PolicyConfig
+from gailkit.model import policy
+from gailkit.rollout.actor import ActorSpec
+from gailkit.run import train
 
 ray = pytest.importorskip("ray")  # the optional extra gailkit[ray]; CI installs it
 
@@ -38,7 +39,7 @@ def test_ray_fleet_trains_a_few_rounds(tmp_path, local_ray):
 
 
 def test_dead_ray_actor_is_restarted(local_ray):
-    from gailkit.fleet.ray_fleet import RayFleet
+    from gailkit.rollout.fleet.ray_fleet import RayFleet
 
     ppo = PolicyConfig(net_arch=[16])
     spaces = (gym.spaces.Box(-np.inf, np.inf, (4,), np.float32), gym.spaces.Discrete(2))

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch as th
 
-from gailkit import encoders, policy
+from gailkit.algo.discriminator import Discriminator
 from gailkit.config import DiscConfig, PolicyConfig
-from gailkit.discriminator import Discriminator
+from gailkit.model import encoders, policy
 from tests.conftest import run_cli
 
 IMAGE_HWC = gym.spaces.Box(0, 255, (40, 40, 3), np.uint8)

@@ -13,8 +13,9 @@ import gailkit_envs  # noqa: E402,F401  (registers the traffic-light ids)
 import gymnasium as gym  # noqa: E402
 from gymnasium.utils.env_checker import check_env  # noqa: E402
 
-from gailkit import demos, experts, train  # noqa: E402
 from gailkit.config import EnvConfig  # noqa: E402
+from gailkit.data import demos, experts  # noqa: E402
+from gailkit.run import train
 
 SHORT = {"episode_seconds": 60}
 

@@ -11,8 +11,9 @@ import pytest
 import torch as th
 from conftest import ROOT, run_cli
 
-from gailkit import checkpoint, cli, config, metrics, rundir, train
+from gailkit import cli, config
 from gailkit.config import TrainConfig
+from gailkit.run import checkpoint, metrics, rundir, train
 
 
 def tiny_config(demos_path, env_id="CartPole-v1", extra=()):
@@ -21,7 +22,7 @@ def tiny_config(demos_path, env_id="CartPole-v1", extra=()):
 
 @pytest.fixture(scope="module")
 def cartpole_file(tmp_path_factory, cartpole_demos):
-    from gailkit import demos
+    from gailkit.data import demos
 
     return demos.save(cartpole_demos, tmp_path_factory.mktemp("demos") / "cp.arrow")
 
@@ -238,7 +239,7 @@ def test_a_run_folder_in_use_is_refused(tmp_path, capsys):
 def test_demos_with_wrong_spaces(tmp_path, capsys, custom_demos):
     import dataclasses
 
-    from gailkit import demos
+    from gailkit.data import demos
 
     anon = dataclasses.replace(custom_demos, meta=demos.DemoMeta())
     demos.save(anon, tmp_path / "anon.arrow")
@@ -354,7 +355,7 @@ def test_todays_envs_make_and_train(tmp_path, env_id):
     import gymnasium as gym
     import numpy as np
 
-    from gailkit import demos, envs, experts
+    from gailkit.data import demos, envs, experts
 
     space = envs.spaces(env_id)[1]
     space.seed(0)

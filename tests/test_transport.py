@@ -7,9 +7,9 @@ import time
 import pytest
 import zmq
 
-from gailkit import transport
-from gailkit.errors import ConfigError
-from gailkit.wire import HEADER_SIZE, Header, Kind
+from gailkit.core.errors import ConfigError
+from gailkit.rollout import transport
+from gailkit.rollout.wire import HEADER_SIZE, Header, Kind
 
 RUN = os.urandom(16)
 

@@ -12,7 +12,7 @@ import time
 import pytest
 from conftest import ROOT, run_cli
 
-from gailkit.errors import GailkitError
+from gailkit.core.errors import GailkitError
 
 pytest.importorskip("ray.tune")  # the extra gailkit[ray]; the set-up installs it
 

@@ -9,9 +9,9 @@ import struct
 import numpy as np
 import pytest
 
-from gailkit import demos
-from gailkit.demos import pickle_io
-from gailkit.demos.unpickler import ALLOWED, RefusedGlobal, RestrictedUnpickler, peek_env_id
+from gailkit.data import demos
+from gailkit.data.demos import pickle_io
+from gailkit.data.demos.unpickler import ALLOWED, RefusedGlobal, RestrictedUnpickler, peek_env_id
 
 MODULES = sorted({module for module, _ in ALLOWED})
 # Names an attacker reaches for inside an admitted module: dotted paths to builtins, private helpers,
@@ -168,7 +168,7 @@ def test_a_folder_pickle_of_another_env_is_never_unpickled(tmp_path, custom_demo
 
     pickle_io.read, saved = spy, pickle_io.read
     try:
-        from gailkit import envs
+        from gailkit.data import envs
 
         d = demos.load(tmp_path, env_id="CustomEnv", spaces=envs.spaces("CustomEnv"))
     finally:

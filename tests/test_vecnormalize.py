@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 import torch as th
 
-from gailkit import experts, policy
-from gailkit.errors import ExpertError
-from gailkit.experts import vecnormalize
+from gailkit.core.errors import ExpertError
+from gailkit.data import experts
+from gailkit.data.experts import vecnormalize
+from gailkit.model import policy
 from tests.conftest import run_cli
 
 

@@ -9,10 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gailkit import policy, wire
 from gailkit.config import PolicyConfig
-from gailkit.fragments import BadFragment, Fragment, FragmentSpec
-from gailkit.wire import HEADER_SIZE, Header, Kind, ProtocolError
+from gailkit.core.fragments import BadFragment, Fragment, FragmentSpec
+from gailkit.model import policy
+from gailkit.rollout import wire
+from gailkit.rollout.wire import HEADER_SIZE, Header, Kind, ProtocolError
 
 RUN = bytes(range(16))
 SPACES = (gym.spaces.Box(-np.inf, np.inf, (4,), np.float32), gym.spaces.Discrete(2))
@@ -157,8 +158,8 @@ def test_fuzz_mutated_messages_raise_only_protocol_errors(body, flips, cut, inse
 def test_fuzz_json_bodies_and_actor_specs(value):
     import json
 
-    from gailkit.actor import ActorSpec
-    from gailkit.errors import ConfigError
+    from gailkit.core.errors import ConfigError
+    from gailkit.rollout.actor import ActorSpec
 
     body = json.dumps(value).encode()
     try:

@@ -14,7 +14,7 @@ import warnings
 from pathlib import Path
 
 from gailkit import __version__
-from gailkit.errors import GailkitError
+from gailkit.core.errors import GailkitError
 
 
 def _bounded(kind: type, low: float, high: float, says: str):

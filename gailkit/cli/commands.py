@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from gailkit.errors import ConfigError
+from gailkit.core.errors import ConfigError
 
 _FLEET_FLAGS = {
     "actors": "fleet.actors",
@@ -22,7 +22,7 @@ _FLEET_FLAGS = {
 
 
 def expert_train(args: argparse.Namespace) -> int:
-    from gailkit import experts
+    from gailkit.data import experts
 
     overrides = list(args.overrides)
     if args.total_steps is not None:
@@ -31,7 +31,7 @@ def expert_train(args: argparse.Namespace) -> int:
         overrides.append(f"seed={args.seed}")
     cfg = experts.expert_config(args.env, args.config, overrides)
     out = args.out or Path("experts") / f"{experts.slug(args.env)}.zip"
-    from gailkit.session import resolve_device
+    from gailkit.run.session import resolve_device
 
     device = str(resolve_device(args.device))
     info = experts.train_expert(cfg, out, device=device, quiet=args.quiet)
@@ -61,9 +61,10 @@ def typed_env(args: argparse.Namespace, env_id: str) -> bool:
 
 
 def train(args: argparse.Namespace) -> int:
-    from gailkit import config, experts
-    from gailkit import train as train_mod
+    from gailkit import config
     from gailkit.config import TrainConfig
+    from gailkit.data import experts
+    from gailkit.run import train as train_mod
 
     overrides = _train_overrides(args)
     if args.resume is not None:
@@ -105,8 +106,8 @@ def train(args: argparse.Namespace) -> int:
 def config_show(args: argparse.Namespace) -> int:
     """The resolved training settings, one `key: value  # source` line each (nothing is made or loaded)."""
     from gailkit import config
-    from gailkit import train as train_mod
     from gailkit.config import TrainConfig
+    from gailkit.run import train as train_mod
 
     if not args.env and not args.config:
         raise ConfigError("config show needs --env (or --config FILE naming env.id)")
@@ -129,7 +130,7 @@ def _flatten(data: dict, prefix: str = "") -> dict:
 
 
 def actor(args: argparse.Namespace) -> int:
-    from gailkit.fleet.worker import run_actor
+    from gailkit.rollout.fleet.worker import run_actor
 
     return run_actor(
         args.connect,
@@ -143,7 +144,7 @@ def actor(args: argparse.Namespace) -> int:
 
 
 def keys_generate(args: argparse.Namespace) -> int:
-    from gailkit import transport
+    from gailkit.rollout import transport
 
     path = transport.generate_keys(args.out)
     print(f"wrote {path} (mode 0600): pass it as --key-file to the learner and to every actor")
@@ -151,7 +152,7 @@ def keys_generate(args: argparse.Namespace) -> int:
 
 
 def evaluate(args: argparse.Namespace) -> int:
-    from gailkit import evaluate as evaluate_mod
+    from gailkit.run import evaluate as evaluate_mod
 
     report = evaluate_mod.evaluate(
         args.source,
@@ -168,8 +169,8 @@ def evaluate(args: argparse.Namespace) -> int:
 
 
 def export(args: argparse.Namespace) -> int:
-    from gailkit import export as export_mod
-    from gailkit import fsutil
+    from gailkit.core import fsutil
+    from gailkit.run import export as export_mod
 
     outs = [fsutil.check_writable_target(args.out)] + (
         [fsutil.check_writable_target(args.sb3, "--sb3")] if args.sb3 else []
@@ -198,7 +199,7 @@ def export(args: argparse.Namespace) -> int:
 
 
 def infer(args: argparse.Namespace) -> int:
-    from gailkit import envs
+    from gailkit.data import envs
     from gailkit.inference import InferenceError, OnnxPolicy
 
     pi = OnnxPolicy(args.model)
@@ -219,9 +220,10 @@ def infer(args: argparse.Namespace) -> int:
 
 
 def tune(args: argparse.Namespace) -> int:
-    from gailkit import config, envs, experts
-    from gailkit import train as train_mod
+    from gailkit import config
     from gailkit import tune as tune_mod
+    from gailkit.data import envs, experts
+    from gailkit.run import train as train_mod
 
     if args.resume is not None:
         saved = args.resume / "tune.yaml"

@@ -75,7 +75,7 @@ def add_parsers(sub, cmd) -> None:
 def record(args: argparse.Namespace) -> int:
     import warnings
 
-    from gailkit import demos, experts
+    from gailkit.data import demos, experts
 
     d = experts.record_demos(args.expert, args.env, args.episodes, args.seed, sample=args.sample, log=print)
     demos.save(d, args.out)
@@ -103,7 +103,7 @@ def _fmt(x: float | None, digits: int = 1) -> str:
 
 
 def inspect(args: argparse.Namespace) -> int:
-    from gailkit import demos, envs
+    from gailkit.data import demos, envs
 
     files = demos.discover(args.path)
     if not files:
@@ -137,7 +137,7 @@ def inspect(args: argparse.Namespace) -> int:
 
 
 def convert(args: argparse.Namespace) -> int:
-    from gailkit import demos, envs
+    from gailkit.data import demos, envs
 
     if args.env is None:
         files = demos.discover(args.src)
@@ -160,7 +160,7 @@ def convert(args: argparse.Namespace) -> int:
 
 
 def strip_actions(args: argparse.Namespace) -> int:
-    from gailkit import demos
+    from gailkit.data import demos
 
     files = demos.discover(args.src)
     if len(files) != 1:

@@ -26,7 +26,7 @@ from gailkit.config.schema import (
     PPOConfig,
     TrainConfig,
 )
-from gailkit.errors import ConfigError
+from gailkit.core.errors import ConfigError
 
 __all__ = [
     "PRESETS",

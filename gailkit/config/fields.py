@@ -8,7 +8,7 @@ import dataclasses
 import math
 from typing import Any
 
-from gailkit.errors import ConfigError
+from gailkit.core.errors import ConfigError
 
 
 class FieldError(ConfigError):

@@ -13,7 +13,7 @@ from typing import Any, Literal, TypeVar
 import yaml
 
 from gailkit.config.fields import FieldError
-from gailkit.errors import ConfigError
+from gailkit.core.errors import ConfigError
 
 T = TypeVar("T")
 
@@ -101,7 +101,7 @@ def nest(keys: list[str], value: Any) -> dict[str, Any]:
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
     path = Path(path)
-    from gailkit import fsutil
+    from gailkit.core import fsutil
 
     try:
         text = fsutil.read_regular(path, 16 << 20).decode()
@@ -173,7 +173,7 @@ def sources(
 
 def save_yaml(cfg: Any, path: str | Path) -> None:
     """Write a config as YAML, atomically."""
-    from gailkit import fsutil
+    from gailkit.core import fsutil
 
     fsutil.atomic_write_text(Path(path), yaml.safe_dump(to_dict(cfg), sort_keys=False))
 

@@ -13,7 +13,7 @@ import os
 from typing import Any, Literal
 
 from gailkit.config.fields import GE0, GE1, GE2, GT0, LAYERS, SEED, UNIT, _Checked, _f, _rule
-from gailkit.errors import ConfigError
+from gailkit.core.errors import ConfigError
 
 
 @dataclasses.dataclass
@@ -50,8 +50,8 @@ class PPOConfig(_Checked):
 
 @dataclasses.dataclass
 class PolicyConfig(_Checked):
-    """The policy's network and its value function's, whatever updates them (`gailkit/encoders.py`,
-    `gailkit/policy/`): what actors build, checkpoints hold and ONNX files carry."""
+    """The policy's network and its value function's, whatever updates them (`gailkit/model/encoders.py`,
+    `gailkit/model/policy/`): what actors build, checkpoints hold and ONNX files carry."""
 
     net_arch: list[int] = _f([64, 64], LAYERS)
     """Hidden layers of the policy network (after the encoder)."""
@@ -195,7 +195,7 @@ class TrainConfig(_Checked):
     total_steps: int = _f(150_000, GE1)
     """Env steps to collect in all (rounded up to whole rounds; the first line says so)."""
     generator: Literal["ppo"] = "ppo"
-    """What updates the policy from the discriminator's rewards (`gailkit/generator/`): ppo, SB3's PPO update."""
+    """What updates the policy from the discriminator's rewards (`gailkit/algo/generator/`): ppo, SB3's PPO update."""
     device: str = "auto"
     """Learner device: auto (CUDA when present), cpu, cuda, cuda:N."""
     n_envs: int = _f(8, GE1)

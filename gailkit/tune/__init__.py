@@ -26,9 +26,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gailkit import config, fsutil, metrics, signing
+from gailkit import config
+from gailkit.core import fsutil, signing
+from gailkit.run import metrics
 from gailkit.config import TrainConfig
-from gailkit.errors import ConfigError
+from gailkit.core.errors import ConfigError
 from gailkit.tune.search import Search, check_resources, load_search, parse_space, read_space, tune_space
 
 __all__ = ["Search", "check_resources", "load_search", "parse_space", "read_space", "run", "tune_space"]
@@ -41,9 +43,9 @@ def _trial(params: dict[str, Any], search: Search, out: str, allow_code: bool = 
     that finished is reported again from its metrics.csv, not retrained)."""
     from ray import tune
 
-    from gailkit import train
-    from gailkit.callbacks import Callback
-    from gailkit.rundir import RunDir
+    from gailkit.run import train
+    from gailkit.run.callbacks import Callback
+    from gailkit.run.rundir import RunDir
 
     name = tune.get_context().get_trial_id()
     overrides = [f"{k}={v}" for k, v in params.items()]
@@ -98,7 +100,7 @@ def run(search: Search, out: Path, resume: bool = False, ray_address: str = "", 
 
     `allow_code`: the env may be code (`module:Class`), because the user typed it in this invocation.
     Ray's own state (`out/search/`, which Ray unpickles) is signed when the search stops and checked
-    before `--resume` lets Ray read it (`gailkit.signing`). SIGTERM stops the search as SIGINT does."""
+    before `--resume` lets Ray read it (`gailkit.core.signing`). SIGTERM stops the search as SIGINT does."""
     import ray
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler
@@ -111,7 +113,7 @@ def run(search: Search, out: Path, resume: bool = False, ray_address: str = "", 
     os.environ.setdefault("RAY_CHDIR_TO_TRIAL_DIR", "0")
     if not ray.is_initialized():
         log(f"gailkit tune: starting Ray{' at ' + ray_address if ray_address else ' on this machine'}")
-        from gailkit.fleet.ray_fleet import probe
+        from gailkit.rollout.fleet.ray_fleet import probe
 
         probe(ray_address)
         try:

@@ -10,7 +10,7 @@ from typing import Any
 
 from gailkit import config
 from gailkit.config import TrainConfig
-from gailkit.errors import ConfigError
+from gailkit.core.errors import ConfigError
 
 DISTRIBUTIONS = {"choice": 1, "uniform": 2, "loguniform": 2, "randint": 2, "grid": 1}
 
@@ -81,7 +81,7 @@ def load_search(path: Path, allow_code_env: str | None = None) -> tuple[Search, 
     if search.scheduler not in ("asha", "none") or search.search not in ("random", "grid", "optuna"):
         raise ConfigError(f"{path}: unknown scheduler {search.scheduler!r} or search {search.search!r}")
     search.resources = check_resources(data.get("resources", {"cpu": 1.0, "gpu": 0.0}), str(path))
-    from gailkit import envs
+    from gailkit.data import envs
 
     return search, allow_code_env is not None and envs.canonical(allow_code_env) == envs.canonical(base.env.id)
 

@@ -1,0 +1,235 @@
+"""The PPO generator: stable-baselines3's PPO update, fed from fragments instead of its own rollouts.
+
+The only module that touches SB3 internals: it writes SB3's `RolloutBuffer` arrays directly from
+a (stacked) fragment, computes GAE with SB3's own `compute_returns_and_advantage`, and runs
+`PPO.train()`. Values come from the learner's current critic in one batched pass.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch as th
+from stable_baselines3.common.logger import Logger
+from stable_baselines3.common.vec_env import DummyVecEnv
+
+from gailkit.config import PolicyConfig, PPOConfig, TrainConfig
+from gailkit.core.fragments import Fragment
+from gailkit.model import policy
+
+
+class _SpacesOnly(gym.Env):
+    """Gives SB3's PPO the spaces it asks its env for; never stepped."""
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space):
+        self.observation_space, self.action_space = observation_space, action_space
+
+    def reset(self, *, seed=None, options=None):  # pragma: no cover - never called
+        raise RuntimeError("the generator's env is a placeholder and is never stepped")
+
+    def step(self, action):  # pragma: no cover - never called
+        raise RuntimeError("the generator's env is a placeholder and is never stepped")
+
+
+class _Capture(Logger):
+    """An SB3 logger that only keeps the last values recorded (PPO.train's `train/...` stats)."""
+
+    def __init__(self):
+        super().__init__(folder=None, output_formats=[])
+
+    def dump(self, step: int = 0) -> None:
+        pass
+
+
+class PPOGenerator:
+    """Owns the policy the learner trains and SB3's PPO around it (a `gailkit.algo.generator.Generator`)."""
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        cfg: PPOConfig,
+        net: PolicyConfig,
+        normalize_obs: bool,
+        n_envs: int,
+        device: str | th.device,
+        seed: int,
+    ):
+        self.cfg = cfg
+        venv = DummyVecEnv([lambda: _SpacesOnly(observation_space, action_space)] * n_envs)
+        self.ppo = policy.make_ppo(venv, cfg, net, normalize_obs, device, seed, transpose_images=False)
+        self.logger = _Capture()
+        self.ppo.set_logger(self.logger)
+        self._bc_opt: th.optim.Adam | None = None
+        self._bc_data: tuple | None = None
+
+    @classmethod
+    def from_settings(
+        cls, settings: TrainConfig, observation_space: gym.Space, action_space: gym.Space, device: str | th.device
+    ) -> PPOGenerator:
+        return cls(
+            observation_space,
+            action_space,
+            settings.ppo,
+            settings.policy,
+            settings.normalize_obs,
+            settings.total_envs,
+            device,
+            settings.seed,
+        )
+
+    @property
+    def policy(self):
+        return self.ppo.policy
+
+    @property
+    def device(self) -> th.device:
+        return self.ppo.device
+
+    @th.no_grad()
+    def values(self, obs: np.ndarray) -> th.Tensor:
+        """(N,) critic values of a batch of raw observations (N, *obs_shape)."""
+        obs_t, _ = self.policy.obs_to_tensor(obs)
+        return self.policy.predict_values(obs_t).flatten()
+
+    def update(
+        self,
+        frag: Fragment,
+        rewards: np.ndarray,
+        progress_remaining: float,
+        terminal_value: float = 0.0,
+        train_policy: bool = True,
+    ) -> dict[str, float]:
+        """One PPO update on `frag` with `rewards` (T, E) (the discriminator's, not the env's).
+
+        A terminated step's target gets `gamma * terminal_value` (an absorbing state's value; 0
+        without absorbing states); a truncated one bootstraps from its final observation's value.
+        `train_policy=False` fits the value function only (the actor's parameters get no gradient).
+        """
+        t, e = frag.n_steps, frag.n_envs
+        buf = self.ppo.rollout_buffer
+        if (buf.buffer_size, buf.n_envs) != (t, e):
+            raise ValueError(f"fragment is {t} steps x {e} envs, PPO expects {buf.buffer_size} x {buf.n_envs}")
+        flat_obs = frag.obs.reshape(t * e, *frag.obs.shape[2:])
+        values = self.values(flat_obs).reshape(t, e)
+        rewards = np.asarray(rewards, np.float32).copy()
+        # Time-limit truncation is not a real end: bootstrap from the final observation's value
+        # (what SB3's collect_rollouts does, see SB3 issue 633).
+        cut = frag.truncated & ~frag.terminated
+        if cut.any():
+            rewards[cut] += self.cfg.gamma * self.values(frag.next_obs[cut]).cpu().numpy()
+        if terminal_value:
+            rewards[frag.terminated] += self.cfg.gamma * terminal_value
+        buf.reset()
+        buf.observations[:] = frag.obs.reshape(buf.observations.shape)
+        buf.actions[:] = frag.acts.reshape(buf.actions.shape)
+        buf.rewards[:] = rewards
+        buf.episode_starts[:] = frag.episode_starts()
+        buf.values[:] = values.cpu().numpy()
+        buf.log_probs[:] = frag.log_probs
+        buf.pos, buf.full = t, True
+        last_values = self.values(frag.next_obs[-1])
+        buf.compute_returns_and_advantage(last_values=last_values, dones=frag.dones[-1].astype(np.float32))
+        self.ppo._current_progress_remaining = progress_remaining
+        actor_params = [] if train_policy else self._actor_parameters()
+        for p in actor_params:
+            p.requires_grad_(False)
+        try:
+            self.ppo.train()
+        finally:
+            for p in actor_params:
+                p.requires_grad_(True)
+        stats = {k: float(v) for k, v in self.logger.name_to_value.items() if k.startswith("train/")}
+        self.logger.name_to_value.clear()
+        return stats
+
+    def _actor_parameters(self) -> list[th.nn.Parameter]:
+        pol = self.policy
+        params = [*pol.mlp_extractor.policy_net.parameters(), *pol.action_net.parameters()]
+        return params + ([pol.log_std] if isinstance(getattr(pol, "log_std", None), th.nn.Parameter) else [])
+
+    def bc_steps(
+        self, obs: np.ndarray, acts: np.ndarray, steps: int, batch_size: int, lr: float, rng: np.random.Generator
+    ) -> list[float]:
+        """`steps` Adam steps fitting the policy to (obs, acts) on random minibatches: its Gaussian mean
+        by squared error (actions clipped to the bounds, as the env saw them) or its logits by
+        cross-entropy (the negative log-likelihood for MultiDiscrete and MultiBinary). The optimizer
+        (over the actor's layers, not its log std) persists across calls."""
+        pol, space = self.policy, self.policy.action_space
+        opt = self._bc_optimizer()
+        for group in opt.param_groups:
+            group["lr"] = lr
+        if self._bc_data is None or self._bc_data[0] is not obs:  # on the device once per demo set
+            self._bc_data = (
+                obs,
+                th.as_tensor(np.array(obs), device=self.device),
+                th.as_tensor(policy.env_action(space, np.array(acts)), device=self.device),
+            )
+        _, obs_t, target = self._bc_data
+        losses = []
+        pol.set_training_mode(True)
+        for _ in range(steps):
+            idx = th.as_tensor(rng.integers(0, len(obs_t), batch_size), device=self.device)
+            latent_pi = pol.mlp_extractor.forward_actor(pol.extract_features(obs_t[idx], pol.pi_features_extractor))
+            out = pol.action_net(latent_pi)
+            if isinstance(space, gym.spaces.Discrete):
+                loss = th.nn.functional.cross_entropy(out, target[idx].long().reshape(-1) - int(space.start))
+            elif isinstance(space, gym.spaces.Box):
+                loss = ((out - target[idx].float().reshape(out.shape)) ** 2).sum(-1).mean()
+            else:  # MultiDiscrete, MultiBinary: the negative log-likelihood of the expert's action
+                dist = pol.action_dist.proba_distribution(action_logits=out)
+                loss = -dist.log_prob(target[idx].float().reshape(len(idx), -1)).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        return losses
+
+    def _bc_optimizer(self) -> th.optim.Adam:
+        """BC's Adam over the actor's layers (not its log std), made once and kept (it is checkpointed)."""
+        if self._bc_opt is None:
+            pol = self.policy
+            params = [p for p in self._actor_parameters() if p is not getattr(pol, "log_std", None)]
+            self._bc_opt = th.optim.Adam(params)  # bc_steps sets the learning rate of every call
+        return self._bc_opt
+
+    def behaviour_clone(
+        self,
+        obs: np.ndarray,
+        acts: np.ndarray,
+        epochs: int,
+        batch_size: int,
+        lr: float,
+        rng: np.random.Generator,
+        log_std: float | None = None,
+    ) -> dict[str, float]:
+        """BC warm start: `epochs` passes' worth of `bc_steps`, then log std set to `log_std`."""
+        losses = self.bc_steps(obs, acts, epochs * -(-len(obs) // batch_size), batch_size, lr, rng)
+        pol = self.policy
+        if log_std is not None and isinstance(getattr(pol, "log_std", None), th.nn.Parameter):
+            with th.no_grad():
+                pol.log_std.fill_(log_std)
+        return {
+            "bc/loss_first": float(losses[0]) if losses else 0.0,
+            "bc/loss_last": float(np.mean(losses[-10:])) if losses else 0.0,
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy.state_dict(),
+            "optimizer": self.policy.optimizer.state_dict(),
+            "n_updates": self.ppo._n_updates,
+            "bc_optimizer": None if self._bc_opt is None else self._bc_opt.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.policy.load_state_dict(state["policy"])
+        self.policy.optimizer.load_state_dict(
+            copy.deepcopy(state["optimizer"])
+        )  # torch shares, not copies, its tensors
+        self.ppo._n_updates = int(state["n_updates"])
+        if state.get("bc_optimizer") is not None:
+            self._bc_optimizer().load_state_dict(copy.deepcopy(state["bc_optimizer"]))

@@ -1,0 +1,226 @@
+"""One GAIL round: fragments of policy v -> rewards -> generator update -> discriminator updates -> v + 1.
+
+No sockets, no files: the learner gets fragments from whoever calls `round()` (a fleet, a test),
+and declares everything it must keep across a restart in `state_dict()` (as SB3's algorithms
+declare what they save).
+
+Terminations (with `disc.absorbing`, after DAC, Kostrikov et al. 2019): a terminated transition
+leads to an absorbing state, a self-loop whose reward r_a the discriminator learns like any other
+(expert pools hold one absorbing row per terminated expert episode, generator pools one per
+terminated generator transition). The PPO target of a terminated step then adds the absorbing
+state's value, gamma * r_a / (1 - gamma), instead of nothing: ending an episode is worth what
+the expert's data says it is worth, whatever the sign of the reward function.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch as th
+
+from gailkit.algo.discriminator import Batch, Discriminator
+from gailkit.algo.generator import Generator
+from gailkit.config import TrainConfig
+from gailkit.core import fragments as fragments_mod
+from gailkit.core.errors import GailkitError
+from gailkit.core.fragments import Fragment, Weights
+from gailkit.model import policy
+
+
+class TrainingDiverged(GailkitError):
+    """The policy's weights stopped being finite numbers."""
+
+
+@dataclasses.dataclass
+class ExpertData:
+    """Expert transitions as the discriminator takes them (on the learner's device), and for BC.
+
+    `batch`: the N transitions, then K absorbing rows (one per terminated episode when absorbing
+    states are on). `obs` (N, *obs_shape) and `acts` (N, *act_shape, or None for demos without
+    actions) stay as numpy arrays.
+    """
+
+    batch: Batch
+    obs: np.ndarray
+    acts: np.ndarray | None
+
+
+def expert_data(
+    disc: Discriminator, obs: np.ndarray, acts: np.ndarray | None, next_obs: np.ndarray, terminated: np.ndarray
+) -> ExpertData:
+    env_acts = None if acts is None else policy.env_action(disc.action_space, acts)
+    terminated = np.asarray(terminated, bool)
+    if env_acts is None and disc.cfg.use_action:
+        raise ValueError("a discriminator on actions needs demos with actions")
+    b = disc.batch(obs, env_acts, next_obs, None, terminated if disc.cfg.absorbing else None)
+    if disc.cfg.absorbing and terminated.any():
+        b = Batch.cat([b, disc.absorbing(int(terminated.sum()))])
+    return ExpertData(b, np.asarray(obs), None if acts is None else np.asarray(acts))
+
+
+@contextlib.contextmanager
+def _timed(stats: dict[str, float], key: str) -> Iterator[None]:
+    start = time.perf_counter()
+    yield
+    stats[key] = time.perf_counter() - start
+
+
+class Learner:
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        generator: Generator,
+        discriminator: Discriminator,
+        expert: ExpertData,
+        rng: np.random.Generator,
+    ):
+        n_demos = 0 if expert.acts is None else len(expert.acts)
+        cfg = dataclasses.replace(cfg, bc=cfg.bc.resolve(n_demos, cfg.total_steps))  # auto (-1) settings, once
+        self.cfg, self.generator, self.disc, self.expert, self.rng = cfg, generator, discriminator, expert, rng
+        self.version = 0
+        self.env_steps = 0
+        self.replay: list[Batch] = []  # generator transitions of earlier rounds (disc.replay_rounds)
+
+    def weights(self) -> Weights:
+        w = policy.get_weights(self.generator.policy, self.version)
+        bad = [k for k, v in w.tensors.items() if v.dtype.kind == "f" and not np.isfinite(v).all()]
+        if bad:
+            raise TrainingDiverged(
+                f"round {self.version}: the policy's weights hold NaN or inf ({bad[0]}); "
+                "lower ppo.learning_rate or raise ppo.batch_size, and resume from a checkpoint"
+            )
+        return w
+
+    def round(self, frags: list[Fragment]) -> dict[str, float]:
+        """Train on fragments collected with the current version; returns `section/key` stats."""
+        frag = self._stack(frags)
+        stats = {"actors/policy_lag": float(self.version - min(f.policy_version for f in frags))}
+        with _timed(stats, "time/reward_s"):
+            gen, rewards, terminal_value = self._judge(frag, stats)
+        with _timed(stats, "time/ppo_s"):
+            stats.update(self._update_generator(frag, rewards, terminal_value))
+            stats.update(self._clone_steps())
+            self._update_normalizer(frag)
+        with _timed(stats, "time/disc_s"):
+            stats.update(self._train_discriminator(gen))
+        self._advance(frag, stats)
+        return stats
+
+    def _stack(self, frags: list[Fragment]) -> Fragment:
+        """One fragment of all, once every one was collected within the allowed policy lag."""
+        lag = self.cfg.fleet.max_policy_lag
+        stale = [f.policy_version for f in frags if not self.version - lag <= f.policy_version <= self.version]
+        if stale:
+            raise ValueError(
+                f"fragments of versions {stale} given to learner at version {self.version} (max lag {lag})"
+            )
+        return fragments_mod.stack(frags)
+
+    def _judge(self, frag: Fragment, stats: dict[str, float]) -> tuple[Batch, np.ndarray, float]:
+        """The round's transitions as a discriminator batch (plus absorbing rows), their rewards (T, E),
+        and the absorbing state's value for terminated steps."""
+        t, e = frag.n_steps, frag.n_envs
+        acts = policy.env_action(self.disc.action_space, _flat(frag.acts))
+        terminated = _flat(frag.terminated)
+        absorbing = self.disc.cfg.absorbing
+        gen = self.disc.batch(_flat(frag.obs), acts, _flat(frag.next_obs), None, terminated if absorbing else None)
+        rewards = self.disc.reward(gen)
+        terminal_value = 0.0
+        if absorbing:
+            r_abs = float(self.disc.reward(self.disc.absorbing(1))[0])
+            terminal_value = r_abs / max(1.0 - self.cfg.ppo.gamma, 1e-3)
+            stats["disc/reward_absorbing"] = r_abs
+            if terminated.any():
+                gen = Batch.cat([gen, self.disc.absorbing(int(terminated.sum()))])
+        stats["disc/reward_mean"] = float(rewards.mean())
+        stats["disc/reward_std"] = float(rewards.std()) if len(rewards) > 1 else 0.0
+        return gen, rewards.cpu().numpy().reshape(t, e), terminal_value
+
+    def _update_generator(self, frag: Fragment, rewards: np.ndarray, terminal_value: float) -> dict[str, float]:
+        progress = max(0.0, 1.0 - self.env_steps / max(1, self.cfg.total_steps))
+        return self.generator.update(frag, rewards, progress, terminal_value, self._train_policy)
+
+    @property
+    def _train_policy(self) -> bool:
+        """False in the critic warm-up rounds (the cloned policy stays as it is)."""
+        return self.version >= self.cfg.bc.critic_warmup_rounds
+
+    def _clone_steps(self) -> dict[str, float]:
+        """The BC term kept during GAIL (`bc.steps_per_round`), its learning rate annealed to 0."""
+        bc = self.cfg.bc
+        if not bc.steps_per_round or self.expert.acts is None or not self._train_policy:
+            return {}
+        decay = 1.0 if not bc.anneal_steps else max(0.0, 1.0 - self.env_steps / bc.anneal_steps)
+        if decay <= 0:
+            return {}
+        losses = self.generator.bc_steps(
+            self.expert.obs, self.expert.acts, bc.steps_per_round, bc.batch_size, bc.learning_rate * decay, self.rng
+        )
+        return {"bc/loss": float(np.mean(losses))}
+
+    def _update_normalizer(self, frag: Fragment) -> None:
+        """Normalizer statistics move after the update, so this round's PPO ratio used the
+        normalization the actors used; the new statistics ship with version v + 1."""
+        policy.update_normalizer(self.generator.policy, _flat(frag.obs))
+
+    def _advance(self, frag: Fragment, stats: dict[str, float]) -> None:
+        self.env_steps += frag.n_steps * frag.n_envs
+        self.version += 1
+        if len(frag.episode_returns):
+            stats["rollout/ep_rew_mean"] = float(np.mean(frag.episode_returns))
+            stats["rollout/ep_len_mean"] = float(np.mean(frag.episode_lengths))
+
+    def behaviour_clone(self) -> dict[str, float]:
+        """BC warm start from the expert's (obs, acts) (`bc.epochs`; nothing without actions)."""
+        bc = self.cfg.bc
+        if not bc.epochs or self.expert.acts is None:
+            return {}
+        return self.generator.behaviour_clone(
+            self.expert.obs, self.expert.acts, bc.epochs, bc.batch_size, bc.learning_rate, self.rng, bc.log_std
+        )
+
+    def _train_discriminator(self, gen: Batch) -> dict[str, float]:
+        d = self.cfg.disc
+        pool = Batch.cat([*self.replay, gen]) if self.replay else gen
+        out: list[dict[str, float]] = []
+        for _ in range(d.n_disc_updates_per_round):
+            exp_idx = th.as_tensor(
+                self.rng.integers(0, len(self.expert.batch), d.demo_batch_size), device=self.disc.device
+            )
+            gen_idx = th.as_tensor(self.rng.integers(0, len(pool), d.demo_batch_size), device=self.disc.device)
+            out.append(self.disc.train_step(self.expert.batch[exp_idx], pool[gen_idx]))
+        if d.replay_rounds:
+            self.replay = [*self.replay, gen][-d.replay_rounds :]
+        return {key: float(np.mean([s[key] for s in out])) for key in (out[0] if out else {})}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "generator": self.generator.state_dict(),
+            "discriminator": self.disc.state_dict(),
+            "version": self.version,
+            "env_steps": self.env_steps,
+            "rng": self.rng.bit_generator.state,
+            "replay": [b.state() for b in self.replay],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.generator.load_state_dict(state["generator"])
+        self.disc.load_state_dict(state["discriminator"])
+        self.version, self.env_steps = int(state["version"]), int(state["env_steps"])
+        self.rng.bit_generator.state = state["rng"]
+        try:
+            self.replay = [Batch.from_state(b, self.disc.device) for b in state.get("replay", [])]
+        except ValueError:
+            warnings.warn("the checkpoint's discriminator replay is of an older gailkit; it starts empty", stacklevel=2)
+            self.replay = []
+
+
+def _flat(a: np.ndarray) -> np.ndarray:
+    """(T, E, ...) -> (T * E, ...)."""
+    return a.reshape(a.shape[0] * a.shape[1], *a.shape[2:])

@@ -1,0 +1,274 @@
+"""Demonstration files: discover, read (Arrow, Parquet, pickle, imitation datasets), validate, write.
+
+demos.load("data/", env_id="CartPole-v1", spaces=(obs_space, act_space)) -> Demos
+demos.save(d, "data/x.parquet")
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+
+from gailkit import __version__
+from gailkit.core.errors import DemoError, GailkitError
+from gailkit.data.demos import arrow_io, imitation_io, minari_io, pickle_io
+from gailkit.data.demos.core import DemoMeta, Demos, concat, describe_space, space_from_json, space_to_json
+from gailkit.data.demos.validate import DemoWarning, check, check_structure, fits, validate
+
+__all__ = [
+    "Demos",
+    "DemoMeta",
+    "DemoError",
+    "DemoWarning",
+    "load",
+    "load_file",
+    "discover",
+    "save",
+    "validate",
+    "check",
+    "summarize",
+    "expert_reference",
+    "strip_actions",
+    "space_to_json",
+    "space_from_json",
+    "describe_space",
+    "format_of",
+]
+
+SUFFIXES = {
+    ".arrow": "arrow",
+    ".feather": "arrow",
+    ".ipc": "arrow",
+    ".parquet": "parquet",
+    ".pkl": "pickle",
+    ".pickle": "pickle",
+}
+
+
+def format_of(path: Path) -> str | None:
+    """`arrow`, `parquet`, `pickle`, `imitation-dataset`, `minari`, or None for files that are not demos."""
+    if str(path).startswith(minari_io.PREFIX) or (path.is_dir() and minari_io.is_dataset(path)):
+        return "minari"
+    if imitation_io.is_imitation_dataset(path):
+        return "imitation-dataset"
+    return SUFFIXES.get(path.suffix.lower()) if path.is_file() else None
+
+
+def discover(path: str | Path) -> list[Path]:
+    """Demo files under `path` (a file, an imitation dataset folder, or a folder searched recursively)."""
+    if str(path).startswith(minari_io.PREFIX):
+        return [minari_io.resolve(path)]
+    path = Path(path)
+    if not path.exists():
+        raise DemoError(f"{path}: no such file or folder")
+    if path.is_file() or imitation_io.is_imitation_dataset(path) or minari_io.is_dataset(path):
+        if format_of(path) is None:
+            raise DemoError(
+                f"{path}: unknown demo format (expected {', '.join(sorted(SUFFIXES))} or an imitation dataset folder)"
+            )
+        return [path]
+    found: list[Path] = []
+    for child in sorted(path.iterdir()):
+        if child.name.startswith("."):
+            continue  # temp files of atomic writes, hidden files
+        if child.is_dir() and not imitation_io.is_imitation_dataset(child) and not minari_io.is_dataset(child):
+            found.extend(discover(child))
+        elif format_of(child) is not None:
+            found.append(child)
+    return found
+
+
+def load_file(path: str | Path, unsafe_pickle: bool = False) -> Demos:
+    """One file (or imitation dataset folder), structurally checked but not against any env."""
+    path = Path(path)
+    fmt = format_of(path)
+    if fmt is None:
+        raise DemoError(f"{path}: unknown demo format")
+    try:
+        if fmt == "pickle":
+            d = pickle_io.read(path, unsafe=unsafe_pickle)
+        elif fmt == "imitation-dataset":
+            d = imitation_io.read_imitation_dataset(path)
+        elif fmt == "minari":
+            d = minari_io.read(path)
+        else:
+            d = arrow_io.read(path, fmt)
+        check_structure(d)
+    except GailkitError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a file is data: whatever a reader trips on, it is this file's fault
+        raise DemoError(f"{path}: not a readable {fmt} file ({type(e).__name__}: {str(e).strip()[:200]})") from None
+    return d
+
+
+def _peek_env_id(path: Path, unsafe_pickle: bool) -> tuple[str | None, Demos | None]:
+    """The env id a file names, reading only metadata where the format allows."""
+    fmt = format_of(path)
+    try:
+        if fmt in ("arrow", "parquet"):
+            return arrow_io.read_meta(path, fmt).env_id, None
+        if fmt == "pickle":
+            return pickle_io.peek_env_id(path), None
+        if fmt == "minari":
+            return minari_io.peek_env_id(path), None
+    except GailkitError:
+        raise
+    except Exception as e:  # noqa: BLE001 - as in load_file: the file's fault, one line
+        raise DemoError(f"{path}: not a readable {fmt} file ({type(e).__name__}: {str(e).strip()[:200]})") from None
+    d = load_file(path, unsafe_pickle)
+    return d.meta.env_id, d
+
+
+def _time_limit_ends(d: Demos, env_id: str | None) -> Demos:
+    """Demos whose ends came as `dones` alone: an episode ending exactly at the env's time limit
+    (`max_episode_steps` of its registration) was cut, not terminated; one warning line says so."""
+    if not d.meta.ends_from_dones or not len(d):
+        return d
+    import dataclasses
+    import warnings
+
+    spec = gym.spec(env_id) if env_id is not None and env_id in gym.registry else None
+    limit = getattr(spec, "max_episode_steps", None)
+    ends = d.terminated | d.truncated
+    cut = ends & (d.step + 1 == limit) if limit else np.zeros(len(d), bool)
+    n_ends, n_cut = int(ends.sum()), int(cut.sum())
+    how = (
+        f"{n_cut} of {n_ends} ends at the env's time limit ({limit} steps) are read as truncations, the rest as "
+        "terminations"
+        if limit
+        else f"all {n_ends} ends are read as terminations ({env_id or 'the env'} names no "
+        "time limit); write 'terminated' and 'truncated' to tell them apart"
+    )
+    warnings.warn(
+        f"{d.meta.path}: episode ends come as 'dones' alone, which cannot tell a time limit from a termination: {how}",
+        DemoWarning,
+        stacklevel=2,
+    )
+    return dataclasses.replace(d, terminated=d.terminated & ~cut, truncated=d.truncated | cut)
+
+
+def load(
+    path: str | Path,
+    env_id: str | None = None,
+    spaces: tuple[gym.Space, gym.Space] | None = None,
+    unsafe_pickle: bool = False,
+) -> Demos:
+    """All demos under `path` for `env_id`, validated against `spaces` (obs, act) when given.
+
+    With `env_id`, a file is used when its metadata names that env; a file without an env id is
+    used when its shapes fit `spaces`. When nothing is left, the error lists what `path` holds.
+    """
+    files = discover(path)
+    if not files:
+        raise DemoError(f"{path}: no demo files ({', '.join(sorted(SUFFIXES))} or imitation dataset folders)")
+    chosen: list[Demos] = []
+    held: list[str] = []
+    for f in files:
+        file_env, d = _peek_env_id(f, unsafe_pickle)
+        if env_id is not None and file_env is not None and file_env != env_id:
+            held.append(f"{f.name} ({file_env})")
+            continue
+        d = d if d is not None else load_file(f, unsafe_pickle)
+        if env_id is not None and file_env is None and spaces is not None and not fits(d, *spaces):
+            if len(files) == 1:
+                validate(d, *spaces)  # raises with the exact mismatch
+            acts = "none" if d.acts is None else d.acts.shape[1:]
+            held.append(f"{f.name} (no env id; obs {d.obs.shape[1:]}, acts {acts})")
+            continue
+        d = _time_limit_ends(d, env_id)
+        chosen.append(validate(d, *spaces) if spaces is not None else d)
+    if not chosen:
+        raise DemoError(f"{path}: no demos for {env_id}; it holds: {', '.join(held)}")
+    first = chosen[0].meta
+    meta = DemoMeta(
+        env_id=env_id or first.env_id,
+        observation_space=space_to_json(spaces[0]) if spaces else first.observation_space,
+        action_space=space_to_json(spaces[1]) if spaces else first.action_space,
+        source=first.source
+        if len(chosen) == 1
+        else ", ".join(sorted({c.meta.source for c in chosen if c.meta.source})) or None,
+        gailkit_version=first.gailkit_version,
+        format=first.format if len(chosen) == 1 else "mixed",
+        path=str(path),
+    )
+    experts_seen = {(c.meta.expert_return, c.meta.expert_return_std, c.meta.expert_episodes) for c in chosen}
+    if len(experts_seen) == 1:  # one expert policy behind every file: its return is the reference
+        meta.expert_return, meta.expert_return_std, meta.expert_episodes = experts_seen.pop()
+        meta.sampled = first.sampled if all(c.meta.sampled == first.sampled for c in chosen) else None
+    return concat(chosen, meta)
+
+
+def save(d: Demos, path: str | Path, pickle_layout: str = "dict", minari_format: str = "hdf5") -> Path:
+    """Write `d` by the suffix of `path`; a path without a suffix becomes an imitation dataset folder,
+    `minari:ID` a Minari dataset in the local Minari root."""
+    path = Path(path)
+    if d.meta.gailkit_version is None:
+        d.meta.gailkit_version = __version__
+    if str(path).startswith(minari_io.PREFIX):
+        return minari_io.write(d, str(path), minari_format)
+    suffix = path.suffix.lower()
+    if suffix == "":
+        from gailkit.data.demos import imitation_adapter
+
+        imitation_adapter.write_dataset(d, path)
+    elif SUFFIXES.get(suffix) in ("arrow", "parquet"):
+        arrow_io.write(d, path, SUFFIXES[suffix])
+    elif SUFFIXES.get(suffix) == "pickle":
+        pickle_io.write(d, path, pickle_layout)
+    else:
+        raise DemoError(
+            f"{path}: unknown output format '{suffix}' (use {', '.join(sorted(SUFFIXES))} or a folder name)"
+        )
+    return path
+
+
+def strip_actions(d: Demos) -> Demos:
+    """The same demos without actions (what learning from observation starts from)."""
+    import dataclasses
+
+    return dataclasses.replace(
+        d, acts=None, meta=dataclasses.replace(d.meta, source=f"{d.meta.source or '?'} (actions stripped)")
+    )
+
+
+def expert_reference(d: Demos) -> tuple[float | None, str]:
+    """`(return, source)`: the expert policy's return when the demos carry it (source "expert
+    policy"), else the demos' mean episode return ("demos"), else `(None, "unknown")`."""
+    if d.meta.expert_return is not None:
+        return float(d.meta.expert_return), "expert policy"
+    returns = d.episode_returns()
+    if returns is not None and len(returns):
+        return float(returns.mean()), "demos"
+    return None, "unknown"
+
+
+def summarize(d: Demos) -> dict:
+    """Episodes, transitions, return and length statistics, spaces and env of `d`."""
+    lengths = d.episode_lengths()
+    returns = d.episode_returns()
+    return {
+        "path": d.meta.path,
+        "format": d.meta.format,
+        "env_id": d.meta.env_id,
+        "source": d.meta.source,
+        "episodes": d.n_episodes,
+        "transitions": len(d),
+        "return_mean": None if returns is None or not len(returns) else float(returns.mean()),
+        "return_std": None if returns is None or not len(returns) else float(returns.std()),
+        "expert_return": d.meta.expert_return,
+        "length_mean": float(lengths.mean()) if len(lengths) else 0.0,
+        "length_std": float(lengths.std()) if len(lengths) else 0.0,
+        "observation_space": describe_space(d.meta.observation_space)
+        if d.meta.observation_space
+        else f"{tuple(d.obs.shape[1:])} {d.obs.dtype} (no metadata)",
+        "actions": d.acts is not None,
+        "action_space": (
+            "no actions"
+            if d.acts is None
+            else describe_space(d.meta.action_space)
+            if d.meta.action_space
+            else f"{tuple(d.acts.shape[1:])} {d.acts.dtype} (no metadata)"
+        ),
+    }

@@ -1,0 +1,240 @@
+"""Arrow IPC / Feather / Parquet demo files, and imitation's HuggingFace-datasets folders.
+
+Schema (one row per transition): `episode_id` int64, `step` int64, `obs`, `acts`, `next_obs`
+(`arrow.fixed_shape_tensor` keeping each row's shape, or a plain scalar column for scalar
+spaces), `terminated` bool, `truncated` bool, optional `rews` float32. Schema metadata key
+`gailkit` holds JSON: env_id, observation_space, action_space, source, gailkit_version,
+format_version. Files are written uncompressed so a memory map reads them without copying.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from gailkit.core import arrow_tensors, fsutil, limits
+from gailkit.core.errors import DemoError
+from gailkit.data.demos.core import DemoMeta, Demos, episode_columns
+
+META_KEY = b"gailkit"
+_REQUIRED = ("obs", "next_obs")  # `acts` may be absent: demos without actions
+
+
+def _column_to_numpy(table: pa.Table, name: str, path: Path) -> np.ndarray:
+    col = table.column(name)
+    arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if isinstance(arr.type, pa.FixedShapeTensorType):
+        if arr.null_count:
+            raise DemoError(f"{path}: column '{name}' has {arr.null_count} null rows")
+        return arrow_tensors.to_numpy(arr)
+    if pa.types.is_fixed_size_list(arr.type) or pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
+        return _nested_lists_to_numpy(arr, name, path)
+    if arr.null_count:
+        first = int(np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False))[0])
+        raise DemoError(f"{path}: column '{name}' row {first} is null")
+    return arr.to_numpy(zero_copy_only=False)
+
+
+def _nested_lists_to_numpy(arr: pa.Array, name: str, path: Path) -> np.ndarray:
+    """Lists (of lists ...) of numbers with equal lengths per level -> one (N, d1, d2, ...) array."""
+    shape = [len(arr)]
+    values = arr
+    while (
+        pa.types.is_fixed_size_list(values.type) or pa.types.is_list(values.type) or pa.types.is_large_list(values.type)
+    ):
+        if values.null_count:
+            raise DemoError(f"{path}: column '{name}' has null entries")
+        if pa.types.is_fixed_size_list(values.type):
+            width = values.type.list_size
+        else:
+            lengths = values.value_lengths().to_numpy(zero_copy_only=False)
+            if len(lengths) and (lengths != lengths[0]).any():
+                row = int(np.flatnonzero(lengths != lengths[0])[0])
+                raise DemoError(
+                    f"{path}: column '{name}' is ragged: entry {row} has {lengths[row]} values, entry 0 has {lengths[0]}"
+                )
+            width = int(lengths[0]) if len(lengths) else 0
+        shape.append(width)
+        values = values.flatten()
+    return values.to_numpy(zero_copy_only=False).reshape(shape)
+
+
+def _open_ipc(path: Path) -> pa.Table:
+    """An Arrow IPC file or stream, its declared (decompressed) sizes checked before anything is read."""
+    fsutil.check_regular(path)
+    source = pa.memory_map(str(path), "r")
+    whole = source.read_buffer()
+    if whole.size >= 6 and whole[:6].to_pybytes() == b"ARROW1" or not _is_feather_v1(whole):
+        limits.check_ipc(whole, str(path))
+    try:
+        return pa.ipc.open_file(source).read_all()
+    except pa.ArrowInvalid:
+        pass
+    try:
+        return pa.ipc.open_stream(whole).read_all()
+    except pa.ArrowInvalid:
+        pass
+    import pyarrow.feather as feather  # Feather v1: uncompressed, so bounded by the file's own size
+
+    return feather.read_table(str(path))
+
+
+def _is_feather_v1(buf: pa.Buffer) -> bool:
+    return buf.size >= 4 and buf[:4].to_pybytes() == b"FEA1"
+
+
+def _check_parquet(path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    file = pq.ParquetFile(str(path))
+    meta, schema = file.metadata, file.schema_arrow
+    declared = 0.0
+    for i in range(meta.num_row_groups):  # encoded sizes say little (a dictionary of one zero): count rows x widths
+        group = meta.row_group(i)
+        for j in range(group.num_columns):
+            column = group.column(j)
+            top = column.path_in_schema.split(".")[0]
+            width = limits.fixed_width(schema.field(top).type) if top in schema.names else None
+            declared += max(0, column.total_uncompressed_size) if width is None else 0
+        declared += group.num_rows * sum(limits.fixed_width(f.type) or 0 for f in schema)
+    limits.check_size(int(declared), path.stat().st_size, str(path))
+
+
+def read_table(path: Path, fmt: str) -> pa.Table:
+    """A whole demo table, bounded (`limits`) and fully validated (offsets, lengths) before any value is used."""
+    try:
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            _check_parquet(fsutil.check_regular(path))
+            table = pq.read_table(str(path), memory_map=True)
+        else:
+            table = _open_ipc(path)
+        table.validate(full=True)
+        return table
+    except (pa.ArrowException, OSError) as e:
+        raise DemoError(f"{path}: not a readable {fmt} file, truncated or corrupt ({str(e).splitlines()[0]})") from None
+
+
+def read_meta(path: Path, fmt: str) -> DemoMeta:
+    """The file's metadata without reading its columns."""
+    try:
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            schema = pq.read_schema(str(fsutil.check_regular(path)))
+        else:
+            schema = _open_ipc_schema(path)
+    except (pa.ArrowException, OSError) as e:
+        raise DemoError(f"{path}: not a readable {fmt} file, truncated or corrupt ({str(e).splitlines()[0]})") from None
+    return _meta_from_schema(schema, fmt, path)
+
+
+def _open_ipc_schema(path: Path) -> pa.Schema:
+    fsutil.check_regular(path)
+    try:
+        return pa.ipc.open_file(pa.memory_map(str(path), "r")).schema
+    except pa.ArrowInvalid:
+        pass
+    try:
+        return pa.ipc.open_stream(pa.memory_map(str(path), "r")).schema
+    except pa.ArrowInvalid:
+        import pyarrow.feather as feather
+
+        return feather.read_table(str(path)).schema
+
+
+def _meta_from_schema(schema: pa.Schema, fmt: str, path: Path) -> DemoMeta:
+    raw = (schema.metadata or {}).get(META_KEY)
+    if raw is None:
+        return DemoMeta(format=fmt, path=str(path))
+    try:
+        d = json.loads(raw)
+    except ValueError:
+        raise DemoError(f"{path}: schema metadata 'gailkit' is not valid JSON") from None
+    return DemoMeta.from_json(d, fmt, str(path))
+
+
+def read(path: Path, fmt: str) -> Demos:
+    table = read_table(path, fmt)
+    meta = _meta_from_schema(table.schema, fmt, path)
+    missing = [c for c in _REQUIRED if c not in table.column_names]
+    if missing:
+        raise DemoError(f"{path}: missing column '{missing[0]}' (has: {', '.join(table.column_names)})")
+    cols = {
+        name: _column_to_numpy(table, name, path)
+        for name in table.column_names
+        if name in ("obs", "acts", "next_obs", "terminated", "truncated", "dones", "episode_id", "step", "rews")
+    }
+    return from_columns(cols, meta, path)
+
+
+def from_columns(cols: dict[str, np.ndarray], meta: DemoMeta, path: Path | str) -> Demos:
+    """Demos from named columns; `dones` stands in for terminated/truncated when those are absent."""
+    cols = {k: v for k, v in cols.items() if v is not None}
+    n = len(cols["obs"])
+    for name, arr in cols.items():
+        if len(arr) != n:
+            raise DemoError(f"{path}: column '{name}' has {len(arr)} rows, 'obs' has {n} (ragged columns)")
+    if "terminated" in cols:
+        terminated = np.asarray(cols["terminated"], dtype=bool)
+        truncated = np.asarray(cols.get("truncated", np.zeros(n, bool)), dtype=bool)
+    elif "dones" in cols:
+        terminated, truncated = np.asarray(cols["dones"], dtype=bool), np.zeros(n, bool)
+        meta.ends_from_dones = True
+    else:
+        raise DemoError(f"{path}: needs column 'terminated' (and 'truncated') or 'dones' to tell episodes apart")
+    if "episode_id" in cols and "step" in cols:
+        episode_id, step = np.asarray(cols["episode_id"], np.int64), np.asarray(cols["step"], np.int64)
+    else:
+        episode_id, step = episode_columns(terminated | truncated)
+    rews = cols.get("rews")
+    return Demos(
+        obs=cols["obs"],
+        acts=cols.get("acts"),
+        next_obs=cols["next_obs"],
+        terminated=terminated,
+        truncated=truncated,
+        episode_id=episode_id,
+        step=step,
+        rews=None if rews is None else np.asarray(rews, np.float32),
+        meta=meta,
+    )
+
+
+def to_table(demos: Demos) -> pa.Table:
+    arrays = {
+        "episode_id": pa.array(np.asarray(demos.episode_id, np.int64)),
+        "step": pa.array(np.asarray(demos.step, np.int64)),
+        "obs": arrow_tensors.to_arrow(demos.obs),
+        "next_obs": arrow_tensors.to_arrow(demos.next_obs),
+        "terminated": pa.array(np.asarray(demos.terminated, bool)),
+        "truncated": pa.array(np.asarray(demos.truncated, bool)),
+    }
+    if demos.acts is not None:
+        arrays["acts"] = arrow_tensors.to_arrow(demos.acts)
+    if demos.rews is not None:
+        arrays["rews"] = pa.array(np.asarray(demos.rews, np.float32))
+    meta = {META_KEY: json.dumps(demos.meta.to_json()).encode()}
+    return pa.table(arrays).replace_schema_metadata(meta)
+
+
+def write(demos: Demos, path: Path, fmt: str) -> None:
+    table = to_table(demos)
+    with fsutil.atomic_path(path) as tmp:
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            pq.write_table(table, str(tmp))
+        else:
+            with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+                writer.write_table(table)
+
+
+# ---------------------------------------------------------------------------------------------
+# imitation's `imitation.data.serialize.save` folders: HuggingFace `datasets` Arrow stream files,
+# one row per trajectory (`obs` L+1 entries, `acts` L, `infos`, `terminal`, optional `rews`).
+# Read with pyarrow directly: `infos` are jsonpickle strings, and decoding them could run code.

@@ -1,0 +1,256 @@
+"""The in-memory demo type: columns of transitions, plus what the file said about its env."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from gailkit.core.errors import DemoError
+
+FORMAT_VERSION = 1
+COLUMNS = ("obs", "acts", "next_obs", "terminated", "truncated", "episode_id", "step", "rews")
+
+
+@dataclasses.dataclass
+class DemoMeta:
+    """What a demo file says about itself (every field may be unknown)."""
+
+    env_id: str | None = None
+    observation_space: dict[str, Any] | None = None
+    """The space as `space_to_json` writes it."""
+    action_space: dict[str, Any] | None = None
+    source: str | None = None
+    """Where the demos came from: an expert file, a scripted expert's name."""
+    expert_return: float | None = None
+    """The expert policy's own mean return, evaluated when the demos were recorded (deterministic
+    actions, fresh seeds); what normalized scores are measured against when present."""
+    expert_return_std: float | None = None
+    expert_episodes: int | None = None
+    """Episodes behind `expert_return`."""
+    sampled: bool | None = None
+    """Whether the recorded actions were sampled from the expert (true) or its deterministic ones."""
+    gailkit_version: str | None = None
+    format: str = ""
+    """How the file was read: arrow, parquet, pickle/dict, pickle/trajectories, imitation-dataset, ..."""
+    path: str = ""
+    ends_from_dones: bool = False
+    """The file marks episode ends as `dones` alone, which cannot tell a time limit from a termination
+    (set by the reader; `demos.load` reads ends at the env's time limit as truncations)."""
+
+    def to_json(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d.pop("format")
+        d.pop("path")
+        d.pop("ends_from_dones")
+        d["format_version"] = FORMAT_VERSION
+        return d
+
+    @classmethod
+    def from_json(cls, d: Any, fmt: str, path: str) -> DemoMeta:
+        """From a file's metadata; a field of the wrong type is a DemoError naming the file and field."""
+        if not isinstance(d, dict):
+            raise DemoError(f"{path}: metadata 'gailkit' is a {type(d).__name__}, expected a mapping")
+        out = {}
+        for key, kind in _META_TYPES.items():
+            value = d.get(key)
+            if value is None:
+                continue
+            if (
+                not isinstance(value, kind)
+                or (kind is not bool and isinstance(value, bool))
+                or (isinstance(value, float) and not math.isfinite(value))
+            ):
+                raise DemoError(
+                    f"{path}: metadata field '{key}' is {value!r}, expected a {getattr(kind, '__name__', 'number')}"
+                )
+            out[key] = value
+        return cls(**out, format=fmt, path=path)
+
+
+_META_TYPES: dict[str, Any] = {
+    "env_id": str,
+    "observation_space": dict,
+    "action_space": dict,
+    "source": str,
+    "gailkit_version": str,
+    "expert_return": (int, float),
+    "expert_return_std": (int, float),
+    "expert_episodes": int,
+    "sampled": bool,
+}
+
+
+@dataclasses.dataclass
+class Demos:
+    """Expert transitions, one row per step, episodes stored contiguously.
+
+    Arrays (N transitions):
+      obs, next_obs: (N, *obs_shape); acts: (N, *act_shape), or None for demos without actions
+        (observations only: learning from observation);
+      terminated, truncated: (N,) bool, true only on an episode's last step;
+      episode_id: (N,) int64; step: (N,) int64, 0.. within the episode;
+      rews: (N,) float32 or None (the env's reward as recorded; never used for training).
+    """
+
+    obs: np.ndarray
+    acts: np.ndarray | None
+    next_obs: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    episode_id: np.ndarray
+    step: np.ndarray
+    rews: np.ndarray | None = None
+    meta: DemoMeta = dataclasses.field(default_factory=DemoMeta)
+
+    def __len__(self) -> int:
+        return len(self.obs)
+
+    @property
+    def dones(self) -> np.ndarray:
+        return self.terminated | self.truncated
+
+    def columns(self) -> dict[str, np.ndarray]:
+        return {name: getattr(self, name) for name in COLUMNS if getattr(self, name) is not None}
+
+    @property
+    def has_actions(self) -> bool:
+        return self.acts is not None
+
+    def episode_bounds(self) -> np.ndarray:
+        """(E + 1,) row offsets: episode e is rows `[b[e], b[e + 1])`."""
+        if len(self) == 0:
+            return np.zeros(1, dtype=np.int64)
+        starts = np.flatnonzero(np.diff(self.episode_id) != 0) + 1
+        return np.concatenate([[0], starts, [len(self)]]).astype(np.int64)
+
+    def episode_lengths(self) -> np.ndarray:
+        return np.diff(self.episode_bounds())
+
+    def episode_returns(self) -> np.ndarray | None:
+        if self.rews is None:
+            return None
+        bounds = self.episode_bounds()
+        if len(bounds) < 2:
+            return np.zeros(0)
+        return np.add.reduceat(self.rews.astype(np.float64), bounds[:-1])
+
+    @property
+    def n_episodes(self) -> int:
+        return len(self.episode_bounds()) - 1
+
+
+def episode_columns(dones: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`(episode_id, step)` for contiguous episodes that end where `dones` (N,) is true."""
+    dones = np.asarray(dones, dtype=bool)
+    ends = np.concatenate([[0], np.cumsum(dones)[:-1]]) if len(dones) else np.zeros(0, np.int64)
+    episode_id = ends.astype(np.int64)
+    starts = (
+        np.flatnonzero(np.concatenate([[True], episode_id[1:] != episode_id[:-1]]))
+        if len(dones)
+        else np.zeros(0, np.int64)
+    )
+    step = np.arange(len(dones), dtype=np.int64)
+    if len(dones):
+        step -= np.repeat(starts, np.diff(np.append(starts, len(dones))))
+    return episode_id, step
+
+
+def concat(parts: list[Demos], meta: DemoMeta) -> Demos:
+    """Join demos from several files; episode ids are renumbered so they stay unique."""
+    if len(parts) == 1:
+        return dataclasses.replace(parts[0], meta=meta)
+    ids, offset = [], 0
+    for part in parts:
+        _, inverse = np.unique(part.episode_id, return_inverse=True)
+        ids.append(inverse.astype(np.int64) + offset)
+        offset += int(inverse.max()) + 1 if len(part) else 0
+    has_rews = all(p.rews is not None for p in parts)
+    return Demos(
+        obs=np.concatenate([p.obs for p in parts]),
+        acts=np.concatenate([p.acts for p in parts]) if all(p.acts is not None for p in parts) else None,
+        next_obs=np.concatenate([p.next_obs for p in parts]),
+        terminated=np.concatenate([p.terminated for p in parts]),
+        truncated=np.concatenate([p.truncated for p in parts]),
+        episode_id=np.concatenate(ids),
+        step=np.concatenate([p.step for p in parts]),
+        rews=np.concatenate([p.rews for p in parts]) if has_rews else None,
+        meta=meta,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Spaces as JSON (schema metadata); non-finite bounds are written as the strings "inf"/"-inf".
+
+
+def _bound(a: np.ndarray) -> Any:
+    flat = np.asarray(a, dtype=np.float64).ravel()
+    values = [v if math.isfinite(v) else ("inf" if v > 0 else "-inf") for v in flat.tolist()]
+    return values[0] if len(set(map(str, values))) == 1 else values
+
+
+def _unbound(v: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    items = v if isinstance(v, list) else [v]
+    arr = np.array([float(x) for x in items], dtype=np.float64)
+    if arr.size == 1:
+        arr = np.full(shape, arr[0])
+    return arr.reshape(shape).astype(dtype)
+
+
+def space_to_json(space: gym.Space) -> dict[str, Any]:
+    if isinstance(space, gym.spaces.Box):
+        return {
+            "type": "Box",
+            "shape": list(space.shape),
+            "dtype": str(space.dtype),
+            "low": _bound(space.low),
+            "high": _bound(space.high),
+        }
+    if isinstance(space, gym.spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return {"type": "MultiDiscrete", "nvec": np.asarray(space.nvec).tolist()}
+    if isinstance(space, gym.spaces.MultiBinary):
+        return {"type": "MultiBinary", "n": np.asarray(space.n).tolist()}
+    raise ValueError(f"unsupported space {space} (Box, Discrete, MultiDiscrete, MultiBinary are)")
+
+
+MAX_SPACE_SIZE = 1 << 24  # elements of one observation or action, at most (a guard against hostile metadata)
+
+
+def space_from_json(d: dict[str, Any]) -> gym.Space:
+    """Inverse of `space_to_json`; raises ValueError (or KeyError, TypeError) on anything else."""
+    if not isinstance(d, dict):
+        raise ValueError(f"a space must be a mapping, got {type(d).__name__}")
+    kind = d.get("type")
+    dims = d.get("shape", d.get("nvec", [d.get("n", 1)]))
+    dims = dims if isinstance(dims, list) else [dims]
+    if not all(isinstance(x, int) and 0 <= x <= MAX_SPACE_SIZE for x in dims) or int(np.prod(dims)) > MAX_SPACE_SIZE:
+        raise ValueError(f"a space of shape/size {dims!r}")
+    if kind == "Box":
+        shape, dtype = tuple(d["shape"]), np.dtype(d["dtype"])
+        return gym.spaces.Box(_unbound(d["low"], shape, dtype), _unbound(d["high"], shape, dtype), shape, dtype)
+    if kind == "Discrete":
+        return gym.spaces.Discrete(int(d["n"]), start=int(d.get("start", 0)))
+    if kind == "MultiDiscrete":
+        return gym.spaces.MultiDiscrete(d["nvec"])
+    if kind == "MultiBinary":
+        return gym.spaces.MultiBinary(d["n"])
+    raise ValueError(f"unknown space type {kind!r}")
+
+
+def describe_space(d: dict[str, Any] | None) -> str:
+    if d is None:
+        return "?"
+    if d.get("type") == "Box":
+        return f"Box{tuple(d['shape'])} {d['dtype']}"
+    if d.get("type") == "Discrete":
+        return f"Discrete({d['n']})"
+    return f"{d.get('type')}({d.get('nvec', d.get('n'))})"
+
+
+def shape_of(space: gym.Space) -> tuple[int, ...]:
+    return tuple(space.shape) if space.shape is not None else ()

@@ -1,0 +1,240 @@
+"""Resolving `--env` names and making envs.
+
+A name is a gymnasium id (the project's `envs/` package and `seals` are imported first so their
+ids are known), or code the user names: `module:Class` or `path/file.py:Class`. Code is loaded
+only with `allow_code` (names the user typed); env names read from files (checkpoints, run
+configs, ONNX metadata, an expert's .json) come with `allow_code=False` unless the user passed
+the same `--env`. A class is checked to be a `gymnasium.Env` subclass before it is called.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from gailkit.config import EnvConfig
+from gailkit.core.errors import EnvError
+
+PROJECT_ENVS = "gailkit_envs"  # the project's envs/ folder, as installed (never a top-level `envs`)
+
+
+def import_project_envs() -> None:
+    """Import the project's `envs/` package, installed as `gailkit_envs` (registers its ids); absent is fine."""
+    try:
+        importlib.import_module(PROJECT_ENVS)
+    except ModuleNotFoundError as e:
+        if e.name != PROJECT_ENVS:
+            raise
+
+
+def scripted_experts(env_id: str) -> dict[str, Callable]:
+    """Named non-neural experts the project's `envs/` package offers for `env_id`."""
+    import_project_envs()
+    module = sys.modules.get(PROJECT_ENVS)
+    return dict(getattr(module, "SCRIPTED_EXPERTS", {}).get(env_id, {}))
+
+
+def load_user_attr(spec: str, flag: str = "--env") -> Any:
+    """`module:attr` or `path/file.py:attr`, as typed by the user (imports, so runs, that code)."""
+    target, _, attr = spec.rpartition(":")
+    if not target or not attr:
+        raise EnvError(f"{flag} {spec}: expected module:NAME or path/file.py:NAME")
+    if target.endswith(".py") or "/" in target:
+        path = Path(target)
+        if not path.is_file():
+            raise EnvError(f"{flag} {spec}: no such file {path}")
+        mod_name = f"gailkit_user_{abs(hash(str(path.resolve())))}"
+        module = sys.modules.get(mod_name)
+        if module is None:
+            loader_spec = importlib.util.spec_from_file_location(mod_name, path)
+            if loader_spec is None or loader_spec.loader is None:
+                raise EnvError(f"{flag} {spec}: {path} is not a Python file")
+            module = importlib.util.module_from_spec(loader_spec)
+            sys.modules[mod_name] = module
+            try:
+                loader_spec.loader.exec_module(module)
+            except Exception as e:  # the user's own code failed to import: say where, in one line
+                del sys.modules[mod_name]
+                raise EnvError(f"{flag} {spec}: importing {path} failed ({type(e).__name__}: {e})") from None
+    else:
+        try:
+            module = importlib.import_module(target)
+        except ImportError as e:
+            raise EnvError(f"{flag} {spec}: cannot import module '{target}' ({e})") from None
+    value = getattr(module, attr, None)
+    if value is None:
+        raise EnvError(f"{flag} {spec}: module '{target}' has no attribute '{attr}'")
+    return value
+
+
+def canonical(spec: str) -> str:
+    """`path/file.py:Class` with its path made absolute (the same file from any folder); other names as they are."""
+    target, _, attr = spec.rpartition(":")
+    if target.endswith(".py") or "/" in target:
+        return f"{Path(target).resolve()}:{attr}"
+    return spec
+
+
+def _load_class(name: str) -> type:
+    cls = load_user_attr(name)
+    if not (isinstance(cls, type) and issubclass(cls, gym.Env)):
+        raise EnvError(f"--env {name}: {getattr(cls, '__name__', cls)!s} is not a gymnasium.Env subclass")
+    return cls
+
+
+def _is_registered(name: str) -> bool:
+    if name.startswith("seals/"):
+        try:
+            importlib.import_module("seals")
+        except ImportError:
+            pass
+    return name in gym.registry
+
+
+def make_factory(cfg: EnvConfig | str, allow_code: bool = True, source: str = "") -> Callable[[], gym.Env]:
+    """A zero-argument callable that builds a fresh env for `cfg` (fails now if it cannot resolve).
+
+    `allow_code=False` (an env name read from `source`, a file the user did not type) resolves
+    gymnasium ids and `envs/` names only.
+    """
+    if isinstance(cfg, str):
+        cfg = EnvConfig(id=cfg)
+    name, kwargs = cfg.id, dict(cfg.kwargs)
+    if not isinstance(name, str) or not name:
+        raise EnvError("no env given: pass --env NAME (a gymnasium id, a name from envs/, module:Class)")
+    import_project_envs()
+    if _is_registered(name):
+        return _RegisteredFactory(name, kwargs)
+    if ":" in name:
+        if not allow_code:
+            raise EnvError(
+                f"{source or 'a file'} names the env {name!r}, which is code (module:Class); gailkit loads "
+                f"code only from a name you type: pass --env {name} if you trust it"
+            )
+        _load_class(name)  # fail now, with a clear error, if it cannot load
+        return _ClassFactory(name, kwargs)
+    close = difflib.get_close_matches(name, list(gym.registry), n=4, cutoff=0.5)
+    hint = f" (close matches: {', '.join(close)})" if close else ""
+    raise EnvError(
+        f"unknown env '{name}'{hint}; give a gymnasium id, a name registered by envs/, "
+        "module:Class or path/file.py:Class"
+    )
+
+
+class _RegisteredFactory:
+    def __init__(self, name: str, kwargs: dict[str, Any]):
+        self.name, self.kwargs = name, kwargs
+
+    def __call__(self) -> gym.Env:
+        try:
+            env = gym.make(self.name, **self.kwargs)
+        except (TypeError, ValueError) as e:
+            raise EnvError(f"--env {self.name}: bad env kwargs {self.kwargs} ({e})") from None
+        except gym.error.DependencyNotInstalled as e:
+            raise EnvError(f"--env {self.name}: {str(e).splitlines()[0]}") from None
+        return check_spaces(env, self.name)
+
+
+class _ClassFactory:
+    """Holds the name, not the class, so it pickles to worker processes (SB3's SubprocVecEnv)."""
+
+    def __init__(self, name: str, kwargs: dict[str, Any]):
+        self.name, self.kwargs = name, kwargs
+
+    def __call__(self) -> gym.Env:
+        cls = _load_class(self.name)
+        try:
+            env = cls(**self.kwargs)
+        except (TypeError, ValueError) as e:
+            raise EnvError(f"--env {self.name}: cannot construct with kwargs {self.kwargs} ({e})") from None
+        return check_spaces(env, self.name)
+
+
+def check_spaces(env: gym.Env, name: str) -> gym.Env:
+    """`env`, once its spaces are ones gailkit handles end to end; else closed, and one line naming the
+    space (before anything is recorded or trained)."""
+    from gailkit.model import spaces as supported
+
+    obs, act = env.observation_space, env.action_space
+    problem = ""
+    try:
+        supported.check_space(obs)
+        supported.check_space(act, "action space")
+    except supported.UnsupportedSpace as e:
+        problem = str(e)
+    if not problem and isinstance(act, gym.spaces.Dict):
+        problem = f"action space {act} is not supported (Box, Discrete, MultiDiscrete, MultiBinary are)"
+    if not problem and isinstance(obs, gym.spaces.Dict):
+        problem = (
+            f"observation space {obs}: Dict observations are not yet carried by demo files and fragments "
+            "(the networks take them); wrap the env in gymnasium.wrappers.FlattenObservation"
+        )
+    if problem:
+        env.close()
+        raise EnvError(f"--env {name}: {problem}")
+    return env
+
+
+def make_env(cfg: EnvConfig | str, seed: int | None = None, allow_code: bool = True) -> gym.Env:
+    """One env, reset once with `seed` when given so its RNG is seeded."""
+    env = make_factory(cfg, allow_code)()
+    if seed is not None:
+        env.reset(seed=seed)
+        env.action_space.seed(seed)
+    return env
+
+
+def spaces(cfg: EnvConfig | str, allow_code: bool = True, source: str = "") -> tuple[gym.Space, gym.Space]:
+    """The (observation, action) spaces of an env, from one throwaway instance."""
+    env = make_factory(cfg, allow_code, source)()
+    try:
+        return env.observation_space, env.action_space
+    finally:
+        env.close()
+
+
+def run_episodes(
+    act: Callable[[np.ndarray], Any],
+    env_cfg,
+    episodes: int,
+    seed: int,
+    expert_action: Callable | None = None,
+    allow_code: bool = True,
+) -> dict[str, Any]:
+    """Episodes of `act` seeded `seed + i`: mean/std return, and the mean absolute action error
+    against `expert_action(obs)` when given (a scripted expert)."""
+    env = make_factory(env_cfg, allow_code)()
+    returns, lengths, errors = [], [], []
+    try:
+        for i in range(episodes):
+            obs, _ = env.reset(seed=seed + i)
+            env.action_space.seed(seed + i)
+            total, steps, done = 0.0, 0, False
+            while not done:
+                a = act(obs)
+                if expert_action is not None:
+                    errors.append(float(np.abs(np.asarray(a) - expert_action(obs)).mean()))
+                obs, r, term, trunc, _ = env.step(a)
+                total, steps, done = total + float(r), steps + 1, term or trunc
+            returns.append(total)
+            lengths.append(steps)
+    finally:
+        env.close()
+    out: dict[str, Any] = {
+        "return_mean": float(np.mean(returns)),
+        "return_std": float(np.std(returns)),
+        "length_mean": float(np.mean(lengths)),
+        "length_std": float(np.std(lengths)),
+        "returns": [float(r) for r in returns],
+    }
+    if errors:
+        out["action_error"] = float(np.mean(errors))
+    return out

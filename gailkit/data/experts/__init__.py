@@ -1,0 +1,218 @@
+"""Experts: loading experts (SB3 zips or scripted), recording demos; `experts.training`: training SB3 PPO experts."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gailkit import __version__, config
+from gailkit.config import EnvConfig, ExpertConfig
+from gailkit.core import fsutil
+from gailkit.core.errors import EnvError, ExpertError, GailkitError
+from gailkit.data import demos, envs
+
+REPO_EXPERTS = Path(__file__).resolve().parents[3] / "experts"  # gailkit/data/experts/ -> the project
+Policy = Callable[[np.ndarray], Any]
+
+
+def slug(env_id: str) -> str:
+    """`CartPole-v1` -> `cartpole`; `seals/CartPole-v0` -> `seals_cartpole`; `pkg.mod:Cls` -> `cls`."""
+    name = env_id.rsplit(":", 1)[-1]
+    name = re.sub(r"-v\d+$", "", name)
+    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+
+
+def settings_dirs() -> list[Path]:
+    """Where per-env YAML settings are looked up: the project's own experts/ only. A folder of the same
+    name in the current folder is never read unless named (`--config FILE`)."""
+    return [REPO_EXPERTS.resolve()] if REPO_EXPERTS.is_dir() else []
+
+
+def find_settings(env_id: str, kind: str) -> Path | None:
+    """The YAML file of `kind` ('expert' or 'gail') whose `env.id` is `env_id`, if any."""
+    for d in settings_dirs():
+        for f in sorted(d.glob(f"*.{kind}.yaml")):
+            data = config.read_yaml(f)
+            if (data.get("env") or {}).get("id") == env_id:
+                return f
+    return None
+
+
+def expert_config(env_id: str, config_file: str | None = None, overrides: Sequence[str] = ()) -> ExpertConfig:
+    """Defaults, then the env's YAML in experts/, then `config_file`, then `--set` overrides."""
+    layers = [("--env", {"env": {"id": env_id}})]
+    found = find_settings(env_id, "expert")
+    if found is not None:
+        layers.insert(0, (str(found), config.read_settings(found)))
+    if config_file:
+        layers.append((config_file, config.read_settings(config_file)))
+    return config.build(ExpertConfig, layers, overrides)
+
+
+def load_expert(spec: str, env_id: str | None, deterministic: bool) -> tuple[Policy | Scripted, str, dict]:
+    """`(policy, env_id, info)` for an SB3 zip, a scripted expert name of the env, or module:function."""
+    path = Path(spec)
+    if path.suffix == ".zip":
+        if not path.is_file():
+            raise ExpertError(f"--expert {spec}: no such file")
+        meta_path = path.with_suffix(".json")
+        typed = env_id is not None  # a code env may load only when the user typed it (the .json is data)
+        try:
+            info = json.loads(fsutil.read_regular(meta_path, 16 << 20)) if meta_path.exists() else {}
+        except (OSError, ValueError, GailkitError) as e:
+            raise ExpertError(f"{meta_path}: not readable JSON ({e})") from None
+        info = info if isinstance(info, dict) else {}
+        file_env = info.get("env_id") if isinstance(info.get("env_id"), str) else None
+        if env_id and file_env and env_id != file_env:
+            raise ExpertError(f"--expert {spec} was trained on {file_env}, not {env_id}")
+        env_id = env_id or file_env
+        if not env_id:
+            raise ExpertError(f"--expert {spec}: no {meta_path.name} beside it naming its env; pass --env")
+        obs_space, act_space = envs.spaces(env_id, allow_code=typed, source=str(meta_path))
+        from gailkit.model import policy
+
+        try:
+            pol = policy.read_sb3_zip(path, obs_space, act_space)
+        except ValueError as e:
+            raise ExpertError(str(e)) from None
+        from gailkit.data.experts import vecnormalize
+
+        stats_path = vecnormalize.find(path)
+        stats = None if stats_path is None else vecnormalize.read(stats_path, obs_space)
+        if stats is not None:
+            vecnormalize.apply(pol, stats)
+            info = {**info, "vecnormalize": str(stats_path)}
+        return _policy_actor(pol, deterministic), env_id, info
+    if not env_id:
+        raise ExpertError(f"--expert {spec}: pass --env for a scripted expert")
+    scripted = envs.scripted_experts(env_id)
+    if spec in scripted:
+        return Scripted(scripted[spec]), env_id, {"scripted": spec}
+    if ":" in spec:
+        try:
+            fn = envs.load_user_attr(spec, flag="--expert")
+        except EnvError as e:
+            raise ExpertError(str(e)) from None
+        if not callable(fn):
+            raise ExpertError(f"--expert {spec}: {type(fn).__name__} is not callable (obs -> action)")
+        return fn, env_id, {"scripted": spec}
+    names = ", ".join(sorted(scripted)) or "none"
+    raise ExpertError(
+        f"--expert {spec}: not a .zip file, nor a scripted expert of {env_id} (it has: {names}), nor module:function"
+    )
+
+
+def _policy_actor(pol: Any, deterministic: bool) -> Policy:
+    from gailkit.model import policy
+
+    def one(obs: np.ndarray) -> Any:
+        a, _ = policy.act(pol, np.asarray(obs)[None], deterministic=deterministic)
+        return policy.env_action(pol.action_space, a)[0]
+
+    return one
+
+
+class Scripted:
+    """A non-neural expert from `envs/`: `factory(env) -> policy`, bound to the env it drives.
+
+    A factory may carry `env_kwargs` (e.g. `{"controller": "actuated"}`: the simulator's own
+    controller drives and the env reports its choice as `info["expert_action"]`).
+    """
+
+    def __init__(self, factory: Callable):
+        self.factory = factory
+        self.env_kwargs: dict[str, Any] = dict(getattr(factory, "env_kwargs", {}))
+
+    def bind(self, env: Any) -> Policy:
+        return self.factory(env)
+
+
+def record_demos(
+    spec: str,
+    env_id: str | None,
+    episodes: int,
+    seed: int,
+    sample: bool = False,
+    log: Callable[[str], None] = lambda line: None,
+) -> demos.Demos:
+    """Demos of an expert with the expert policy's own return in their metadata.
+
+    Deterministic by default: the demos then show the policy whose return is the reference.
+    With `sample`, actions are drawn from the expert's distribution, and its deterministic return
+    is measured on other seeds (`seed + 100000 + i`) for the metadata.
+    """
+    allow_code = env_id is not None
+    pol, env_name, info = load_expert(spec, env_id, deterministic=not sample)
+    if "vecnormalize" in info:
+        log(f"expert: {spec} with the observation statistics of {info['vecnormalize']} (VecNormalize)")
+    d = record(pol, env_name, episodes, seed, source=spec, allow_code=allow_code)
+    reference = d.episode_returns()
+    if sample:
+        det, _, _ = load_expert(spec, env_name, deterministic=True)
+        reference = record(
+            det, env_name, max(10, min(episodes, 50)), seed + 100_000, spec, allow_code
+        ).episode_returns()
+    assert reference is not None, "recorded episodes always carry their returns"
+    d.meta.expert_return, d.meta.expert_return_std = float(reference.mean()), float(reference.std())
+    d.meta.expert_episodes, d.meta.sampled = len(reference), sample
+    return d
+
+
+def record(
+    policy: Policy | Scripted, env_cfg: EnvConfig | str, episodes: int, seed: int, source: str, allow_code: bool = True
+) -> demos.Demos:
+    """Roll out `policy` for `episodes` episodes seeded `seed + i`; every transition with its reward.
+
+    Where the env reports `info["expert_action"]` (its own controller drove), that is the action recorded.
+    """
+    if episodes < 1:
+        raise ExpertError(f"--episodes must be >= 1, got {episodes}")
+    env_cfg = EnvConfig(id=env_cfg) if isinstance(env_cfg, str) else env_cfg
+    extra = policy.env_kwargs if isinstance(policy, Scripted) else {}
+    env = envs.make_factory(EnvConfig(id=env_cfg.id, kwargs={**env_cfg.kwargs, **extra}), allow_code)()
+    if isinstance(policy, Scripted):
+        policy = policy.bind(env)
+    cols: dict[str, list] = {
+        k: [] for k in ("obs", "acts", "next_obs", "terminated", "truncated", "rews", "episode_id", "step")
+    }
+    try:
+        for ep in range(episodes):
+            obs, _ = env.reset(seed=seed + ep)
+            env.action_space.seed(seed + ep)
+            t, done = 0, False
+            while not done:
+                act = np.asarray(policy(obs))
+                next_obs, r, term, trunc, info = env.step(act)
+                if "expert_action" in info:
+                    act = np.asarray(info["expert_action"])
+                for k, v in zip(cols, (obs, act, next_obs, term, trunc, r, ep, t)):
+                    cols[k].append(v)
+                obs, t, done = next_obs, t + 1, term or trunc
+        meta = demos.DemoMeta(
+            env_id=env_cfg.id,
+            observation_space=demos.space_to_json(env.observation_space),
+            action_space=demos.space_to_json(env.action_space),
+            source=source,
+            gailkit_version=__version__,
+        )
+    finally:
+        env.close()
+    return demos.Demos(
+        obs=np.stack(cols["obs"]),
+        acts=np.stack(cols["acts"]),
+        next_obs=np.stack(cols["next_obs"]),
+        terminated=np.array(cols["terminated"], bool),
+        truncated=np.array(cols["truncated"], bool),
+        rews=np.array(cols["rews"], np.float32),
+        episode_id=np.array(cols["episode_id"], np.int64),
+        step=np.array(cols["step"], np.int64),
+        meta=meta,
+    )
+
+
+from gailkit.data.experts.training import make_vec_env, train_expert  # noqa: E402, F401  (re-exports)

@@ -1,0 +1,126 @@
+"""Training SB3 PPO experts (`gailkit expert train`), with VecNormalize's statistics baked into the policy."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from gailkit import __version__, config
+from gailkit.config import EnvConfig, ExpertConfig
+from gailkit.core import fsutil
+from gailkit.core.errors import ConfigError
+from gailkit.data import envs
+
+
+def make_vec_env(cfg: EnvConfig | str, n_envs: int, seed: int, monitor: bool = True, allow_code: bool = True):
+    """An SB3 `DummyVecEnv` of `n_envs` envs seeded `seed + i` (episode stats via `Monitor`)."""
+    from stable_baselines3.common.monitor import Monitor
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    factory = envs.make_factory(cfg, allow_code)
+
+    def thunk():
+        env = factory()
+        return Monitor(env) if monitor else env
+
+    venv = DummyVecEnv([thunk] * n_envs)
+    venv.seed(seed)
+    return venv
+
+
+def _progress_callback(total: int, quiet: bool):
+    """An SB3 callback drawing a tqdm bar with the mean training return (SB3's own bar needs `rich`)."""
+    from stable_baselines3.common.callbacks import BaseCallback
+    from tqdm import tqdm
+
+    class Progress(BaseCallback):
+        def _on_training_start(self) -> None:
+            self.bar = None if quiet else tqdm(total=total, unit="step", dynamic_ncols=True, leave=False)
+
+        def _on_step(self) -> bool:
+            if self.bar is not None and self.num_timesteps - self.bar.n >= 1000:
+                self.bar.update(self.num_timesteps - self.bar.n)
+                infos = self.model.ep_info_buffer
+                if infos:
+                    self.bar.set_postfix(ep_return=f"{np.mean([i['r'] for i in infos]):.1f}")
+            return True
+
+        def _on_training_end(self) -> None:
+            if self.bar is not None:
+                self.bar.close()
+
+    return Progress()
+
+
+def train_expert(
+    cfg: ExpertConfig, out: Path, device: str = "cpu", log: Callable[[str], None] = print, quiet: bool = False
+) -> dict:
+    """Train an SB3 PPO expert, evaluate it, save `out` (.zip) and `out.json` atomically.
+
+    With `normalize_obs`, VecNormalize's observation statistics are copied into the policy's
+    `NormalizedFlatten` at the end, so the saved policy takes raw observations like gailkit's own.
+    """
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from gailkit.model import policy  # imports torch and SB3: only when an expert is trained
+
+    if cfg.ppo.batch_size > cfg.ppo.n_steps * cfg.n_envs:
+        raise ConfigError(
+            f"'ppo.batch_size' {cfg.ppo.batch_size} exceeds n_steps * n_envs = {cfg.ppo.n_steps * cfg.n_envs}"
+        )
+    venv = make_vec_env(cfg.env, cfg.n_envs, cfg.seed)
+    if cfg.normalize_obs or cfg.normalize_reward:
+        venv = VecNormalize(
+            venv,
+            norm_obs=cfg.normalize_obs,
+            norm_reward=cfg.normalize_reward,
+            gamma=cfg.ppo.gamma,
+            clip_obs=10.0,
+            epsilon=1e-8,
+        )
+    model = policy.make_ppo(venv, cfg.ppo, cfg.policy, normalize_obs=False, device=device, seed=cfg.seed)
+    start = time.perf_counter()
+    rollout = cfg.ppo.n_steps * cfg.n_envs
+    steps = -(-cfg.total_timesteps // rollout) * rollout  # SB3 collects whole rollouts
+    rounded = (
+        ""
+        if steps == cfg.total_timesteps
+        else (
+            f" = {steps:,} (total_timesteps {cfg.total_timesteps:,} rounded up to whole rollouts of {cfg.n_envs} envs x "
+            f"{cfg.ppo.n_steps} steps)"
+        )
+    )
+    log(f"training PPO expert on {cfg.env.id} for {cfg.total_timesteps:,} steps ({cfg.n_envs} envs){rounded}")
+    model.learn(total_timesteps=cfg.total_timesteps, callback=_progress_callback(cfg.total_timesteps, quiet))
+    seconds = time.perf_counter() - start
+    if cfg.normalize_obs:
+        rms = venv.obs_rms
+        ext = policy.normalizer(model.policy)
+        ext.set_stats(rms.mean, rms.var, rms.count)
+        ext.normalize = True
+        model.policy_kwargs["features_extractor_kwargs"]["normalize"] = True  # what the zip records
+    model.policy.set_training_mode(False)
+    returns = envs.run_episodes(
+        policy.deterministic_actor(model.policy), cfg.env, cfg.eval_episodes, seed=cfg.seed + 10_000
+    )
+    info = {
+        "env_id": cfg.env.id,
+        "algo": "PPO (stable-baselines3)",
+        "mean_return": returns["return_mean"],
+        "std_return": returns["return_std"],
+        "eval_episodes": cfg.eval_episodes,
+        "eval_seed": cfg.seed + 10_000,
+        "deterministic": True,
+        "train_seconds": round(seconds, 1),
+        "gailkit_version": __version__,
+        "config": config.to_dict(cfg),
+    }
+    with fsutil.atomic_path(out, suffix=".zip") as tmp:
+        model.save(tmp)
+    fsutil.atomic_write_text(out.with_suffix(".json"), json.dumps(info, indent=2) + "\n")
+    venv.close()
+    return info

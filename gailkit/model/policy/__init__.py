@@ -1,0 +1,263 @@
+"""The actor-critic policy: SB3's `ActorCriticPolicy` whose features extractor comes from the encoder
+factory (`gailkit.model.encoders`: a normalizing flatten for vectors, a CNN for images, one per Dict entry).
+
+The running mean/variance live inside the network (buffers of `NormalizedFlatten`), so weights,
+checkpoints and ONNX exports all carry them: expert data, actors, evaluation and export see one
+normalization. Statistics change only through `update_normalizer`, never in `forward`.
+This package, `generator` and `experts` are the only ones that import stable_baselines3.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch as th
+from stable_baselines3.common.policies import ActorCriticPolicy
+
+from gailkit.config import PolicyConfig, PPOConfig
+from gailkit.core.fragments import Weights
+from gailkit.model import encoders
+from gailkit.model.encoders import NormalizedFlatten
+
+ACTIVATIONS = {
+    "tanh": th.nn.Tanh,
+    "relu": th.nn.ReLU,
+    "elu": th.nn.ELU,
+    "leaky_relu": th.nn.LeakyReLU,
+    "gelu": th.nn.GELU,
+    "silu": th.nn.SiLU,
+}
+
+
+def schedules(cfg: PPOConfig) -> tuple[Any, Any]:
+    """`(learning_rate, clip_range)` for SB3: constants, or linear decay to 0 with `linear_schedule`
+    (SB3's progress goes from 1 to 0; rl-zoo3's `lin_` prefix)."""
+    if not cfg.linear_schedule:
+        return cfg.learning_rate, cfg.clip_range
+    return (lambda progress, v=cfg.learning_rate: progress * v), (lambda progress, v=cfg.clip_range: progress * v)
+
+
+def policy_kwargs(cfg: PolicyConfig, normalize_obs: bool, observation_space: gym.Space) -> dict[str, Any]:
+    """Keyword arguments of `ActorCriticPolicy` for these settings (same on learner and actors); the
+    features extractor is the encoder factory's choice for the space."""
+    extractor, extractor_kwargs = encoders.choose(observation_space, cfg.encoder, normalize_obs, cfg.cnn_features)
+    return dict(
+        net_arch=dict(pi=list(cfg.net_arch), vf=list(cfg.vf_arch or cfg.net_arch)),
+        activation_fn=ACTIVATIONS[cfg.activation],
+        ortho_init=cfg.ortho_init,
+        log_std_init=cfg.log_std_init,
+        features_extractor_class=extractor,
+        features_extractor_kwargs=extractor_kwargs,
+        normalize_images=False,  # the encoder scales uint8 frames itself (ImageCNN)
+    )
+
+
+def build(
+    observation_space: gym.Space,
+    action_space: gym.Space,
+    cfg: PolicyConfig,
+    normalize_obs: bool,
+    device: str | th.device = "cpu",
+) -> ActorCriticPolicy:
+    """A fresh policy (the actors' CPU copy; the learner's comes from `make_ppo` with the same kwargs)."""
+    encoders.check_space(action_space, "action space")
+    pol = ActorCriticPolicy(
+        observation_space, action_space, lambda _: 0.0, **policy_kwargs(cfg, normalize_obs, observation_space)
+    )
+    return pol.to(device)
+
+
+def make_ppo(
+    venv: Any,
+    cfg: PPOConfig,
+    net: PolicyConfig,
+    normalize_obs: bool,
+    device: str | th.device = "cpu",
+    seed: int | None = None,
+    transpose_images: bool = True,
+):
+    """SB3's `PPO` for these settings: the one place gailkit builds it (generator, experts, export).
+    `transpose_images=False` keeps frames in the env's own layout (the generator's)."""
+    from stable_baselines3 import PPO
+
+    encoders.check_space(venv.action_space, "action space")
+    lr, clip = schedules(cfg)
+    space = venv.observation_space
+    # SB3 wraps an env of height x width x channels frames in VecTransposeImage and builds its policy
+    # for channels first; gailkit's learner steps no env and its encoder takes frames as the env gives
+    # them, so the model is set up for the env's own layout (actors, demos and ONNX agree).
+    own_layout = not transpose_images and encoders.is_image(space) and int(np.argmin(space.shape)) != 0
+    model = PPO(
+        "MultiInputPolicy" if isinstance(venv.observation_space, gym.spaces.Dict) else "MlpPolicy",
+        venv,
+        learning_rate=lr,
+        n_steps=cfg.n_steps,
+        batch_size=cfg.batch_size,
+        n_epochs=cfg.n_epochs,
+        gamma=cfg.gamma,
+        gae_lambda=cfg.gae_lambda,
+        clip_range=clip,
+        ent_coef=cfg.ent_coef,
+        vf_coef=cfg.vf_coef,
+        max_grad_norm=cfg.max_grad_norm,
+        normalize_advantage=cfg.normalize_advantage,
+        use_sde=cfg.use_sde,
+        sde_sample_freq=cfg.sde_sample_freq,
+        target_kl=cfg.target_kl,
+        policy_kwargs=policy_kwargs(net, normalize_obs, venv.observation_space),
+        device=device,
+        seed=seed,
+        verbose=0,
+        _init_setup_model=not own_layout,
+    )
+    if own_layout:
+        model.observation_space = space
+        model._setup_model()
+    return model
+
+
+def normalizer(pol: ActorCriticPolicy) -> NormalizedFlatten:
+    """The policy's observation normalizer (vector observations; see `update_normalizer` for any)."""
+    ext = pol.features_extractor
+    if not isinstance(ext, NormalizedFlatten):
+        raise TypeError(f"the policy's encoder is {type(ext).__name__}, not a normalizing flatten")
+    return ext
+
+
+@th.no_grad()
+def update_normalizer(pol: ActorCriticPolicy, obs: Any) -> None:
+    """Merge a raw batch of observations (as the env gives them) into the encoder's running
+    statistics (a no-op for encoders without any)."""
+    space = pol.observation_space
+    if isinstance(space, gym.spaces.Dict):
+        batch: Any = {k: th.from_numpy(np.array(obs[k])) for k in space.spaces}  # a copy: demos may be read-only maps
+    else:
+        batch = th.from_numpy(np.array(obs))
+    encoders.update_stats(pol.features_extractor, encoders.preprocess(space, batch))
+
+
+def get_weights(pol: ActorCriticPolicy, version: int) -> Weights:
+    return Weights(version, {k: v.detach().cpu().numpy().copy() for k, v in pol.state_dict().items()})
+
+
+def check_weights(pol: ActorCriticPolicy, weights: Weights) -> None:
+    """Raise ValueError unless `weights` holds exactly the policy's tensors, of their shapes and
+    dtypes, all finite (what an actor checks before it applies weights from the network)."""
+    want = weight_shapes(pol)
+    got = weights.tensors
+    if set(got) != set(want):
+        missing, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want))
+        raise ValueError(f"weights for another network (missing {missing[:3]}, unexpected {extra[:3]})")
+    for name, (shape, dtype) in want.items():
+        arr = got[name]
+        if tuple(arr.shape) != shape or str(arr.dtype) != dtype:
+            raise ValueError(f"weight '{name}' is {tuple(arr.shape)} {arr.dtype}, expected {shape} {dtype}")
+        if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+            raise ValueError(f"weight '{name}' holds NaN or inf")
+
+
+def set_weights(pol: ActorCriticPolicy, weights: Weights) -> None:
+    check_weights(pol, weights)
+    device = next(pol.parameters()).device
+    state = {k: th.as_tensor(v, device=device) for k, v in weights.tensors.items()}
+    pol.load_state_dict(state)
+
+
+def weight_shapes(pol: ActorCriticPolicy) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Name -> (shape, dtype) of every tensor in the policy's state dict (what a weights message must hold)."""
+    return {k: (tuple(v.shape), str(v.dtype).removeprefix("torch.")) for k, v in pol.state_dict().items()}
+
+
+@th.no_grad()
+def act(pol: ActorCriticPolicy, obs: np.ndarray, deterministic: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """`(actions, log_probs)` for a batch `obs` (E, *obs_shape); actions as sampled (unclipped)."""
+    obs_t, _ = pol.obs_to_tensor(obs)
+    dist = pol.get_distribution(obs_t)
+    actions = dist.get_actions(deterministic=deterministic)
+    log_probs = dist.log_prob(actions)
+    acts = actions.cpu().numpy()
+    if isinstance(pol.action_space, gym.spaces.Discrete):
+        acts = acts.reshape(-1)
+    return acts, log_probs.cpu().numpy().astype(np.float32)
+
+
+def deterministic_actor(pol: ActorCriticPolicy) -> Callable[[np.ndarray], Any]:
+    """One observation -> the deterministic action the env is given (evaluation)."""
+
+    def one(obs: np.ndarray) -> Any:
+        a, _ = act(pol, np.asarray(obs)[None], deterministic=True)
+        return env_action(pol.action_space, a)[0]
+
+    return one
+
+
+def env_action(action_space: gym.Space, acts: np.ndarray) -> np.ndarray:
+    """What the env is given: Box actions clipped to the bounds (SB3 does the same)."""
+    if isinstance(action_space, gym.spaces.Box):
+        return np.clip(acts, action_space.low, action_space.high)
+    return acts
+
+
+class DeterministicHead(th.nn.Module):
+    """Raw observation -> (deterministic action, value, log_prob of that action), as plain tensor ops.
+
+    The deterministic action is the argmax for Discrete spaces (per entry for MultiDiscrete), logit > 0
+    for MultiBinary (SB3's rounding of the probability), and the Gaussian mean clipped to the Box bounds
+    for continuous ones; what `gailkit export` traces into ONNX.
+    """
+
+    low: th.Tensor  # buffers, for Box actions
+    high: th.Tensor
+
+    def __init__(self, pol: ActorCriticPolicy):
+        super().__init__()
+        self.pol = pol
+        space = pol.action_space
+        self.nvec: list[int] = []
+        if isinstance(space, gym.spaces.Discrete):
+            self.kind = "discrete"
+        elif isinstance(space, gym.spaces.MultiDiscrete) and np.asarray(space.nvec).ndim == 1:
+            self.kind, self.nvec = "multi_discrete", [int(k) for k in space.nvec]
+        elif isinstance(space, gym.spaces.MultiBinary) and np.ndim(space.n) == 0:
+            self.kind = "multi_binary"
+        elif isinstance(space, gym.spaces.Box):
+            self.kind = "box"
+            if pol.use_sde:
+                raise ValueError("policies with gSDE are not exportable")
+            self.register_buffer("low", th.as_tensor(space.low, dtype=th.float32))
+            self.register_buffer("high", th.as_tensor(space.high, dtype=th.float32))
+        else:
+            raise ValueError(f"action space {space} is not exportable (Box, Discrete, MultiDiscrete, MultiBinary are)")
+        self.discrete = self.kind != "box"
+
+    def forward(self, obs: Any) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
+        features = self.pol.extract_features(obs, self.pol.features_extractor)
+        latent_pi, latent_vf = self.pol.mlp_extractor(features)
+        out = self.pol.action_net(latent_pi)
+        if self.kind == "discrete":
+            action = th.argmax(out, dim=-1)
+            log_prob = th.log_softmax(out, dim=-1).gather(-1, action.unsqueeze(-1)).squeeze(-1)
+        elif self.kind == "multi_discrete":
+            parts = th.split(out, self.nvec, dim=-1)
+            picks = [th.argmax(p, dim=-1) for p in parts]
+            action = th.stack(picks, dim=-1)
+            log_prob = sum(
+                (th.log_softmax(p, dim=-1).gather(-1, a.unsqueeze(-1)).squeeze(-1) for p, a in zip(parts, picks)),
+                th.zeros_like(out[..., 0]),
+            )
+        elif self.kind == "multi_binary":
+            ones = out > 0
+            action = ones.long()
+            log_prob = th.where(ones, th.nn.functional.logsigmoid(out), th.nn.functional.logsigmoid(-out)).sum(-1)
+        else:
+            action = th.minimum(th.maximum(out, self.low), self.high)
+            log_std = self.pol.log_std.expand_as(out)  # at the mean, the Gaussian's quadratic term is 0
+            log_prob = (-log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+        return action, self.pol.value_net(latent_vf).squeeze(-1), log_prob
+
+
+from gailkit.model.policy.sb3_zip import read_sb3_zip  # noqa: E402, F401  (a re-export; it builds on the classes above)

@@ -1,0 +1,49 @@
+"""Which gymnasium spaces gailkit's networks take, checked without torch (`envs` and `gailkit infer` use
+it too); the encoders themselves are in `gailkit.model.encoders`."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+
+from gailkit.core.errors import GailkitError
+
+SUPPORTED = "Box, Discrete, MultiDiscrete, MultiBinary, or a Dict of those"
+
+
+class UnsupportedSpace(GailkitError):
+    """A gymnasium space no encoder fits."""
+
+
+def is_image(space: gym.Space, kind: str = "auto") -> bool:
+    """Whether `space` gets a CNN: a 3-dimensional Box of uint8 (`auto`), or of any dtype (`cnn`)."""
+    if not isinstance(space, gym.spaces.Box) or len(space.shape) != 3:
+        return False
+    return kind == "cnn" or (kind == "auto" and space.dtype == np.uint8)
+
+
+def check_space(space: gym.Space, what: str = "observation space") -> None:
+    """Raise `UnsupportedSpace` (one line naming the space) unless some encoder fits `space`."""
+    if isinstance(space, gym.spaces.Dict):
+        for key, sub in space.spaces.items():
+            if isinstance(sub, gym.spaces.Dict):
+                raise UnsupportedSpace(
+                    f"{what} {space}: entry {key!r} is itself a Dict (one level of Dict is supported)"
+                )
+            check_space(sub, f"{what} entry {key!r}:")
+        return
+    if not isinstance(space, (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
+        raise UnsupportedSpace(f"{what} {space} is not supported ({SUPPORTED} are)")
+    if isinstance(space, gym.spaces.Discrete) and int(space.start) != 0:
+        raise UnsupportedSpace(f"{what} {space} starts at {space.start}; gailkit's encoders need Discrete(n) from 0")
+
+
+def flat_dim(space: gym.Space) -> int:
+    """Width of `preprocess(space, x)` flattened: one-hot widths for discrete spaces."""
+    if isinstance(space, gym.spaces.Discrete):
+        return int(space.n)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return int(np.sum(space.nvec))
+    if isinstance(space, gym.spaces.Dict):
+        return sum(flat_dim(s) for s in space.spaces.values())
+    return int(np.prod(space.shape or ()))

@@ -1,0 +1,82 @@
+"""metrics.csv (one row per round, every stat the run produces) and the same scalars in TensorBoard.
+
+Rows are appended; the file is rewritten whole, atomically, only when a new column appears (the
+first evaluation, an SB3 stat) or when a resumed run drops the rounds after its checkpoint. It is
+never truncated in place: a run killed at any moment leaves every earlier row.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from pathlib import Path
+from typing import Any
+
+from gailkit.core import fsutil
+
+FIRST = ("round", "env_steps")
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    """The complete rows of a metrics file (a row cut short by a kill is left out)."""
+    if not path.is_file():
+        return []
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        return [r for r in reader if None not in r.values() and None not in r and r.get("round", "").isdigit()]
+
+
+class MetricsLog:
+    def __init__(self, path: Path, tensorboard: Path | None, keep_through_round: int | None = None):
+        """Continue `path` keeping rows up to `keep_through_round` (resume), or start it empty."""
+        self.path = path
+        self.rows = [
+            r for r in read_rows(path) if keep_through_round is not None and int(r["round"]) <= keep_through_round
+        ]
+        self.columns = list(FIRST)
+        for row in self.rows:
+            self._add_columns(row)
+        self._rewrite()
+        self.tb = None
+        if tensorboard is not None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            purge = int(self.rows[-1]["env_steps"]) + 1 if self.rows else None  # drop events after the checkpoint
+            self.tb = SummaryWriter(str(tensorboard), purge_step=purge)
+
+    def _add_columns(self, row: dict[str, Any]) -> bool:
+        new = [k for k in row if k not in self.columns]
+        self.columns.extend(sorted(new))
+        return bool(new)
+
+    def _rewrite(self) -> None:
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=self.columns, restval="")
+        writer.writeheader()
+        writer.writerows(self.rows)
+        fsutil.atomic_write_text(self.path, buf.getvalue())
+
+    def write(self, stats: dict[str, Any]) -> None:
+        row = {k: _fmt(v) for k, v in stats.items()}
+        self.rows.append(row)
+        if self._add_columns(row):
+            self._rewrite()
+        else:
+            with open(self.path, "a", newline="") as f:
+                csv.DictWriter(f, fieldnames=self.columns, restval="").writerow(row)
+        if self.tb is not None:
+            step = int(stats["env_steps"])
+            for key, value in stats.items():
+                if "/" in key and isinstance(value, (int, float)) and math.isfinite(value):
+                    self.tb.add_scalar(key, value, step)
+            self.tb.flush()
+
+    def close(self) -> None:
+        if self.tb is not None:
+            self.tb.close()
+            self.tb = None
+
+
+def _fmt(v: Any) -> Any:
+    return f"{v:.6g}" if isinstance(v, float) else v

@@ -1,0 +1,296 @@
+"""`Run`: everything one training run is made of, built from the settings before any file is written.
+
+`Run.prepare` checks the settings, resolves the device and the env, loads and validates the demos,
+fixes the reward function and the reference returns, builds the learner and the fleet, and reads
+the checkpoint to resume from; nothing is written and nothing is started. `Run.start` starts the
+fleet and only then creates the run directory (or cleans and continues it), so a start that fails
+(a busy port, a bad key file) leaves no folder behind. `Run.stop` always stops the fleet.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch as th
+
+from gailkit import config
+from gailkit.algo.discriminator import Discriminator, choose_reward_fn
+from gailkit.algo.generator import make as make_generator
+from gailkit.algo.learner import Learner, expert_data
+from gailkit.config import TrainConfig
+from gailkit.core.errors import ConfigError
+from gailkit.data import demos, envs
+from gailkit.model import policy
+from gailkit.rollout.fleet import Fleet, make_fleet
+from gailkit.run.checkpoint import (
+    RANDOM_EPISODES,
+    Best,
+    CheckpointError,
+    References,
+    RunState,
+    random_reference,
+    rng_state,
+    set_rng_state,
+)
+from gailkit.run.rundir import RunDir
+
+
+def resolve_device(name: str) -> th.device:
+    if name == "auto":
+        return th.device("cuda" if th.cuda.is_available() else "cpu")
+    try:
+        device = th.device(name)
+    except (RuntimeError, TypeError, ValueError):
+        raise ConfigError(f"'device': unknown device {name!r} (auto, cpu, cuda, cuda:N)") from None
+    if device.type not in ("cpu", "cuda"):
+        raise ConfigError(f"'device': {name!r} is not supported (auto, cpu, cuda, cuda:N)")
+    if device.type == "cuda" and not th.cuda.is_available():
+        raise ConfigError(f"'device': {name} asked for, but torch sees no CUDA device (use --device auto or cpu)")
+    if device.type == "cuda" and device.index is not None and device.index >= th.cuda.device_count():
+        raise ConfigError(f"'device': {name} asked for, but torch sees {th.cuda.device_count()} CUDA device(s)")
+    return device
+
+
+def observation_only(cfg: TrainConfig) -> TrainConfig:
+    """Settings for demos without actions: a state-transition discriminator on (obs, next_obs) (GAIfO,
+    Torabi et al. 2018); settings that need the expert's actions are refused."""
+    if cfg.disc.net == "imitation" and not cfg.disc.use_next_state:
+        raise ConfigError("'disc.net: imitation' with demos without actions needs 'disc.use_next_state: true'")
+    return dataclasses.replace(cfg, disc=dataclasses.replace(cfg.disc, use_action=False, use_next_state=True))
+
+
+def _restore(learner: Learner, state: RunState, states, log: Callable[[str], None]) -> RunState:
+    """Load the newest checkpoint whose learner state fits this run (an edited net_arch, tampered tensors, a
+    bad RNG state: the next older one is tried, and each skipped one is said)."""
+    while True:
+        try:
+            learner.load_state_dict(state.learner)
+            if not all(th.isfinite(p).all() for p in learner.generator.policy.parameters()):
+                raise ValueError("non-finite policy weights")
+            saved = rng_state()
+            set_rng_state(state.rng)  # only checks that it applies; `Run.start` restores it for real
+            set_rng_state(saved)
+            return state
+        except (KeyError, TypeError, ValueError, IndexError, RuntimeError, AttributeError) as e:
+            why = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+            log(
+                f"gailkit: warning: skipped the checkpoint of round {state.round}: it does not fit this run's settings "
+                f"or holds bad values ({type(e).__name__}: {why})"
+            )
+        state = next(states)[0]
+
+
+class Run:
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        run_dir: RunDir,
+        learner: Learner,
+        fleet: Fleet,
+        spaces,
+        reward_fn: str,
+        references: References,
+        expert_demos: demos.Demos,
+        device: th.device,
+        resume_from: RunState | None,
+        log: Callable[[str], None],
+    ):
+        self.cfg, self.dir, self.learner, self.fleet, self.spaces = cfg, run_dir, learner, fleet, spaces
+        self.reward_fn, self.references, self.expert_demos, self.device = reward_fn, references, expert_demos, device
+        self.resume_from, self.log = resume_from, log
+        scripted = envs.scripted_experts(cfg.env.id).get("scripted")
+        self.best = resume_from.best if resume_from else Best("action_error" if scripted else "return")
+        self._expert_action = scripted(None) if scripted is not None else None
+        self.last_eval: dict[str, float] = {}
+        self.started, self.t_start = False, time.perf_counter()
+
+    @classmethod
+    def prepare(cls, cfg: TrainConfig, run_dir: RunDir, *args: Any) -> Run:
+        """`_prepare`, and the run folder's lock released if that fails (see `_prepare` for the arguments)."""
+        try:
+            return cls._prepare(cfg, run_dir, *args)
+        except BaseException:
+            run_dir.unlock()
+            raise
+
+    @classmethod
+    def _prepare(
+        cls,
+        cfg: TrainConfig,
+        run_dir: RunDir,
+        resume: bool = False,
+        log: Callable[[str], None] = print,
+        allow_code: bool = True,
+        interrupt: threading.Event | None = None,
+    ) -> Run:
+        cfg.check()
+        device = resolve_device(cfg.device)
+        if not resume:
+            run_dir.check_new()
+        if resume and run_dir.is_run():
+            run_dir.lock()  # before its checkpoints are read: a second --resume of the same run is refused
+        states = run_dir.readable(log=log) if resume else None
+        state = next(states)[0] if states is not None else None
+        spaces = envs.spaces(cfg.env, allow_code, source=str(run_dir.config) if resume else "the settings file")
+        expert_demos = demos.load(cfg.demos, env_id=cfg.env.id, spaces=spaces, unsafe_pickle=cfg.unsafe_pickle)
+        if not expert_demos.has_actions:
+            cfg = observation_only(cfg)
+        cfg = dataclasses.replace(
+            cfg, bc=cfg.bc.resolve(len(expert_demos) if expert_demos.has_actions else 0, cfg.total_steps)
+        )
+        th.manual_seed(cfg.seed)
+        np.random.seed(cfg.seed)
+        random.seed(cfg.seed)
+        rng = np.random.default_rng(cfg.seed)
+        if state is not None:
+            reward_fn, references = state.reward_fn, state.references
+        else:
+            terminated_fraction = float(expert_demos.terminated.sum()) / max(1, expert_demos.n_episodes)
+            reward_fn = choose_reward_fn(cfg.disc.reward_fn, terminated_fraction)
+            episodes = max(RANDOM_EPISODES, cfg.eval_episodes)
+            log(
+                f"measuring a uniform random policy's return over {episodes} episodes (the low reference of normalized scores)"
+            )
+            references = cls._references(cfg, spaces, expert_demos, allow_code)
+        generator = make_generator(cfg, *spaces, device)
+        disc = Discriminator(*spaces, cfg.disc, device, reward_fn)
+        expert = expert_data(disc, expert_demos.obs, expert_demos.acts, expert_demos.next_obs, expert_demos.terminated)
+        if cfg.normalize_obs:
+            policy.update_normalizer(generator.policy, expert_demos.obs)
+        learner = Learner(cfg, generator, disc, expert, rng)
+        if state is not None and states is not None:
+            state = _restore(learner, state, states, log)
+        fleet = make_fleet(cfg, spaces, interrupt, allow_code)
+        return cls(cfg, run_dir, learner, fleet, spaces, reward_fn, references, expert_demos, device, state, log)
+
+    @staticmethod
+    def _references(cfg: TrainConfig, spaces, expert_demos: demos.Demos, allow_code: bool) -> References:
+        expert_return, source = demos.expert_reference(expert_demos)
+        return random_reference(
+            cfg.env,
+            spaces[1],
+            max(RANDOM_EPISODES, cfg.eval_episodes),
+            cfg.seed + 1_000_000,
+            allow_code,
+            expert_return,
+            source,
+        )
+
+    def start(self) -> None:
+        """Start the fleet, then create (or continue) the run directory and restore a resumed state."""
+        self.t_start = time.perf_counter()
+        self.fleet.start()
+        self.started = True
+        if self.resume_from is not None:
+            for path in self.dir.clean():
+                self.log(f"gailkit: removed {path}, a temp file of a write that never finished")
+            try:
+                self.fleet.load_state(self.resume_from.fleet)
+            except (KeyError, TypeError, ValueError, IndexError) as e:
+                raise CheckpointError(
+                    f"the checkpoint's fleet state does not fit this run ({type(e).__name__}: {e})"
+                ) from None
+            set_rng_state(self.resume_from.rng)
+        else:
+            self.dir.create(self.cfg)
+
+    def stop(self) -> None:
+        if self.started:
+            self.started = False
+            self.fleet.stop()
+        self.dir.unlock()
+
+    def state(self) -> RunState:
+        return RunState(
+            round=self.learner.version,
+            env_steps=self.learner.env_steps,
+            config=config.to_dict(self.cfg),
+            spaces={"observation": demos.space_to_json(self.spaces[0]), "action": demos.space_to_json(self.spaces[1])},
+            reward_fn=self.reward_fn,
+            references=self.references,
+            best=self.best,
+            learner=self.learner.state_dict(),
+            fleet=self.fleet.state(),
+            rng=rng_state(),
+        )
+
+    def save(self, which: str = "round") -> Any:
+        return self.dir.save(self.state(), which)
+
+    def behaviour_clone(self) -> dict[str, float]:
+        """The BC warm start of a new run, announced first (it can take a while on large demos)."""
+        if self.cfg.bc.epochs and self.expert_demos.has_actions:
+            self.log(
+                f"behaviour cloning: {self.cfg.bc.epochs} epochs over {len(self.expert_demos):,} demo transitions ..."
+            )
+        return self.learner.behaviour_clone()
+
+    def collect_and_learn(self) -> dict[str, float]:
+        """One GAIL round: the fleet collects with the current weights, the learner learns; every stat of both."""
+        t0 = time.perf_counter()
+        frags = self.fleet.collect(self.learner.weights(), self.cfg.ppo.n_steps)
+        stats = {"time/collect_s": time.perf_counter() - t0, **self.fleet.stats, **self.learner.round(frags)}
+        stats["time/round_s"] = time.perf_counter() - t0
+        return stats
+
+    def due(self, setting: int, auto_count: int) -> bool:
+        """Whether an event every `setting` rounds (-1: about `auto_count` in the run) falls on this round, or it is the last."""
+        every = self.cfg.every(setting, auto_count)
+        return self.learner.env_steps >= self.target_steps or (every > 0 and self.learner.version % every == 0)
+
+    def evaluate(self, stats: dict[str, float]) -> tuple[bool, bool]:
+        """When due (`eval_every`), deterministic episodes on fixed seeds, added to `stats`; `best` updated.
+        Returns (evaluated, a new best)."""
+        if not self.due(self.cfg.eval_every, 25):
+            return False, False
+        t0 = time.perf_counter()
+        pol = self.learner.generator.policy
+        pol.set_training_mode(False)
+        out = envs.run_episodes(
+            policy.deterministic_actor(pol),
+            self.cfg.env,
+            self.cfg.eval_episodes,
+            self.references.random_seed,
+            self._expert_action,
+        )
+        self.last_eval = {f"eval/{k}": v for k, v in out.items() if k in ("return_mean", "return_std", "action_error")}
+        normalized = self.references.normalized(out["return_mean"])
+        if normalized is not None:
+            self.last_eval["eval/normalized"] = normalized
+        stats.update(self.last_eval, **{"time/eval_s": time.perf_counter() - t0})
+        value = float(out["action_error"] if self.best.metric == "action_error" else out["return_mean"])
+        if not self.best.beaten_by(value):
+            return True, False
+        self.best.value, self.best.round = value, self.learner.version
+        return True, True
+
+    def summary(self, interrupted: bool) -> dict[str, Any]:
+        refs, learner = self.references, self.learner
+        return {
+            "run_dir": str(self.dir),
+            "rounds": learner.version,
+            "env_steps": learner.env_steps,
+            "interrupted": interrupted,
+            "expert_return": refs.expert_return,
+            "expert_source": refs.expert_source,
+            "random_return": refs.random_return,
+            "reward_fn": self.reward_fn,
+            "seconds": time.perf_counter() - self.t_start,
+            "best": self.best.value,
+            "best_round": self.best.round,
+            **{k.split("/")[1]: v for k, v in self.last_eval.items()},
+        }
+
+    @property
+    def target_steps(self) -> int:
+        """`total_steps` rounded up to whole rounds."""
+        return self.cfg.total_rounds * self.cfg.round_steps
+
+
+__all__ = ["Run", "resolve_device"]
