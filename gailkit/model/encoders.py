@@ -36,8 +36,9 @@ KINDS = ("auto", "flat", "cnn")
 
 
 def preprocess(space: gym.Space, x: Any) -> Obs:
-    """Raw batch (tensor, or dict of tensors) -> what an encoder takes: floats, one-hot for discrete
-    spaces (stable-baselines3's `preprocess_obs` with `normalize_images=False`)."""
+    """Raw batch (tensor, or dict of tensors) -> what an encoder takes: one-hot for discrete spaces, 0/1
+    floats for MultiBinary, Boxes unchanged (stable-baselines3's `preprocess_obs` with
+    `normalize_images=False`, but for the float cast, which each encoder does itself)."""
     if isinstance(space, gym.spaces.Dict):
         return {k: preprocess(sub, x[k]) for k, sub in space.spaces.items()}  # type: ignore[misc]
     x = th.as_tensor(x)
@@ -47,7 +48,9 @@ def preprocess(space: gym.Space, x: Any) -> Obs:
         nvec = np.asarray(space.nvec).reshape(-1)
         flat = x.long().reshape(len(x), -1)
         return th.cat([F.one_hot(flat[:, j], int(k)).float() for j, k in enumerate(nvec)], dim=1)
-    return x.float()
+    if isinstance(space, gym.spaces.MultiBinary):
+        return x.float()
+    return x  # a Box as it comes: encoders cast to float32 themselves, running statistics take float64 as is
 
 
 class NormalizedFlatten(nn.Module):

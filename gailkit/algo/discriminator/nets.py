@@ -50,7 +50,7 @@ class Inputs(nn.Module):
             assert b.acts is not None, "a discriminator on actions needs them"
             acts = encoders.preprocess(self.action_space, b.acts)
             assert isinstance(acts, th.Tensor)
-            parts.append(acts.reshape(len(a), -1) * (1.0 - a))
+            parts.append(acts.reshape(len(a), -1).float() * (1.0 - a))
         if self.use_next_state:
             assert b.next_obs is not None, "a discriminator on next observations needs them"
             parts.append(self.encoder(_masked(encoders.preprocess(self.observation_space, b.next_obs), 1.0 - nxt)))
