@@ -27,7 +27,7 @@ from gailkit.run import metrics, train
 
 def sb3_rate(cfg, steps: int) -> float:
     venv = experts.make_vec_env(cfg.env, cfg.total_envs, cfg.seed)
-    model = policy.make_ppo(venv, cfg.ppo, cfg.normalize_obs, "cpu", cfg.seed)
+    model = policy.make_ppo(venv, cfg.ppo, cfg.policy, cfg.normalize_obs, "cpu", cfg.seed)
     model.learn(cfg.round_steps)  # warm-up: imports, first allocation
     t0 = time.perf_counter()
     model.learn(steps, reset_num_timesteps=False)
