@@ -35,91 +35,106 @@ def run_actor(
     allowed_env: str | None = None,
     log: Callable[[str], None] = print,
 ) -> int:
+    """Serve one learner until STOP, the parent's death or `learner_timeout`; the process's exit code."""
     import torch as th
 
     th.set_num_threads(1)  # one core per actor: actors scale by processes, not threads
-    ep = transport.ActorEndpoint(connect, key_file)
-    ep.start()
-    actor: Actor | None = None
-    heartbeat_s = 1.0
-    run_id, my_id = NO_RUN, actor_id
-    last_heard = last_sent = time.monotonic()
-    hello_every = 2.0
-
-    def parent_gone() -> bool:
-        return parent_pid is not None and os.getppid() != parent_pid
-
-    def say(kind: Kind, version: int = 0, body: bytes = b"") -> None:
-        nonlocal last_sent
-        ep.send(Header(kind, run_id, my_id, version), body, timeout_ms=1000)
-        last_sent = time.monotonic()
-
-    def hello() -> None:
-        say(
-            Kind.HELLO,
-            body=wire.encode_json(
-                {
-                    "actor_id": my_id,
-                    "host": socket.gethostname(),
-                    "pid": os.getpid(),
-                    "token": os.environ.get("GAILKIT_ACTOR_TOKEN", ""),
-                }
-            ),
-        )
-
-    def heartbeat() -> None:
-        if time.monotonic() - last_sent >= heartbeat_s:
-            say(Kind.HEARTBEAT, actor.version if actor else 0)
-
+    worker = _Worker(transport.ActorEndpoint(connect, key_file), actor_id, allowed_env, log)
+    worker.endpoint.start()
     try:
-        hello()
+        worker.hello()
         while True:
-            if parent_gone():
+            if parent_pid is not None and os.getppid() != parent_pid:
                 log("gailkit actor: learner process is gone; exiting")
                 return 0
-            msg = ep.recv(500)
-            now = time.monotonic()
+            msg = worker.endpoint.recv(500)
             if msg is None:
-                if now - last_heard > learner_timeout:
+                if time.monotonic() - worker.last_heard > learner_timeout:
                     log(f"gailkit actor: no word from the learner at {connect} for {learner_timeout:.0f} s; exiting")
                     return 3
-                if actor is None or now - last_heard > max(hello_every, 3 * heartbeat_s):
-                    hello()  # not registered yet, or the learner may have dropped us: (re)introduce
-                elif actor is not None:
-                    heartbeat()
+                worker.idle()
                 continue
-            header, body = msg
-            last_heard = now
-            if header.kind == Kind.STOP:
-                return 0
-            if header.kind == Kind.CONFIG:
-                try:
-                    spec = ActorSpec.from_json(wire.decode_json(body))
-                except (ProtocolError, ConfigError, ValueError) as e:
-                    log(f"gailkit actor: ignoring settings that do not parse ({e})")
-                    continue
-                run_id, my_id, heartbeat_s = header.run_id, spec.actor_id, spec.heartbeat_s
-                if actor is None:
-                    actor = Actor(spec, allow_code=spec.env.id == allowed_env)
-                    try:
-                        actor.start()
-                    except EnvError as e:
-                        log(f"gailkit actor: {e}")
-                        actor = None
-                        return 2
-                say(Kind.HEARTBEAT)
-            elif header.kind == Kind.WORK and actor is not None:
-                try:
-                    weights, n_steps = wire.decode_work(body, header.policy_version)
-                    actor.set_weights(weights)
-                except (ProtocolError, ValueError) as e:
-                    say(Kind.REJECT, header.policy_version, json.dumps({"reason": str(e)[:200]}).encode())
-                    continue
-                frag = actor.sample(n_steps, on_step=heartbeat)
-                say(Kind.FRAGMENT, frag.policy_version, wire.encode_fragment(frag))
+            code = worker.handle(*msg)
+            if code is not None:
+                return code
     except KeyboardInterrupt:
         return 0
     finally:
-        if actor is not None:
-            actor.stop()
-        ep.close()
+        worker.close()
+
+
+class _Worker:
+    """One actor process's side of the protocol: who it is to the learner, and what each message does."""
+
+    HELLO_EVERY = 2.0
+
+    def __init__(self, endpoint: transport.ActorEndpoint, actor_id: int, allowed_env: str | None, log: Callable):
+        self.endpoint, self.allowed_env, self.log = endpoint, allowed_env, log
+        self.actor: Actor | None = None
+        self.heartbeat_s = 1.0
+        self.run_id, self.my_id = NO_RUN, actor_id
+        self.last_heard = self.last_sent = time.monotonic()
+
+    def say(self, kind: Kind, version: int = 0, body: bytes = b"") -> None:
+        self.endpoint.send(Header(kind, self.run_id, self.my_id, version), body, timeout_ms=1000)
+        self.last_sent = time.monotonic()
+
+    def hello(self) -> None:
+        me = {"actor_id": self.my_id, "host": socket.gethostname(), "pid": os.getpid()}
+        self.say(Kind.HELLO, body=wire.encode_json({**me, "token": os.environ.get("GAILKIT_ACTOR_TOKEN", "")}))
+
+    def heartbeat(self) -> None:
+        if time.monotonic() - self.last_sent >= self.heartbeat_s:
+            self.say(Kind.HEARTBEAT, self.actor.version if self.actor else 0)
+
+    def idle(self) -> None:
+        """Nothing came: (re)introduce itself while unregistered or unheard from, else keep alive."""
+        if self.actor is None or time.monotonic() - self.last_heard > max(self.HELLO_EVERY, 3 * self.heartbeat_s):
+            self.hello()
+        else:
+            self.heartbeat()
+
+    def handle(self, header: Header, body: bytes) -> int | None:
+        """Act on one message from the learner; an exit code when the process should end."""
+        self.last_heard = time.monotonic()
+        if header.kind == Kind.STOP:
+            return 0
+        if header.kind == Kind.CONFIG:
+            return self._configure(header, body)
+        if header.kind == Kind.WORK and self.actor is not None:
+            self._work(header, body)
+        return None
+
+    def _configure(self, header: Header, body: bytes) -> int | None:
+        try:
+            spec = ActorSpec.from_json(wire.decode_json(body))
+        except (ProtocolError, ConfigError, ValueError) as e:
+            self.log(f"gailkit actor: ignoring settings that do not parse ({e})")
+            return None
+        self.run_id, self.my_id, self.heartbeat_s = header.run_id, spec.actor_id, spec.heartbeat_s
+        if self.actor is None:
+            self.actor = Actor(spec, allow_code=spec.env.id == self.allowed_env)
+            try:
+                self.actor.start()
+            except EnvError as e:
+                self.log(f"gailkit actor: {e}")
+                self.actor = None
+                return 2
+        self.say(Kind.HEARTBEAT)
+        return None
+
+    def _work(self, header: Header, body: bytes) -> None:
+        assert self.actor is not None
+        try:
+            weights, n_steps = wire.decode_work(body, header.policy_version)
+            self.actor.set_weights(weights)
+        except (ProtocolError, ValueError) as e:
+            self.say(Kind.REJECT, header.policy_version, json.dumps({"reason": str(e)[:200]}).encode())
+            return
+        frag = self.actor.sample(n_steps, on_step=self.heartbeat)
+        self.say(Kind.FRAGMENT, frag.policy_version, wire.encode_fragment(frag))
+
+    def close(self) -> None:
+        if self.actor is not None:
+            self.actor.stop()
+        self.endpoint.close()
