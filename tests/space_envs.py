@@ -91,6 +91,21 @@ class ImageObs(_Base):
         return int(np.argmax(np.asarray(obs)[0, :, 0]) < 6)
 
 
+class BigImageObs(ImageObs):
+    """The same task in frames of 40 x 40 (SB3's CnnPolicy needs 36 pixels and more)."""
+
+    observation_space = gym.spaces.Box(0, 255, (40, 40, 3), np.uint8)
+
+    def _obs(self) -> Any:
+        frame = np.zeros((40, 40, 3), np.uint8)
+        frame[:, int((self._state[0] + 1) * 19.99)] = 255
+        return frame
+
+    @staticmethod
+    def expert(obs: Any) -> Any:
+        return int(np.argmax(np.asarray(obs)[0, :, 0]) < 20)
+
+
 class DictObs(_Base):
     """Dict observations (a Box and a Discrete), Discrete(2) actions."""
 

@@ -108,11 +108,12 @@ def load_expert(spec: str, env_id: str | None, deterministic: bool) -> tuple[Pol
 
 
 def _policy_actor(pol: Any, deterministic: bool) -> Policy:
-    from gailkit.model import policy
+    """One observation -> the action the env is given, through SB3's own `predict` (any policy class:
+    scaling of squashed actions, clipping to the Box bounds, channels-first frames all as SB3 does)."""
 
     def one(obs: np.ndarray) -> Any:
-        a, _ = policy.act(pol, np.asarray(obs)[None], deterministic=deterministic)
-        return policy.env_action(pol.action_space, a)[0]
+        actions, _ = pol.predict(np.asarray(obs)[None], deterministic=deterministic)
+        return actions[0]
 
     return one
 

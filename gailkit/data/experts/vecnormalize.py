@@ -120,17 +120,22 @@ def _bad(path: Path, says: str) -> ExpertError:
 
 
 def apply(pol: Any, stats: ObsStats) -> None:
-    """Put `stats` in front of an SB3 policy whose extractor only flattens (what `MlpPolicy` has)."""
+    """Put `stats` in front of every network of an SB3 policy whose extractors only flatten (what
+    `MlpPolicy` has, for any algorithm): each `FlattenExtractor` is replaced by one `NormalizedFlatten`."""
     from stable_baselines3.common.torch_layers import FlattenExtractor
 
     from gailkit.model.encoders import NormalizedFlatten
 
-    if not isinstance(pol.features_extractor, FlattenExtractor):
-        raise ExpertError(
-            f"a VecNormalize file lies beside an expert whose network already has its own extractor "
-            f"({type(pol.features_extractor).__name__}); move one of them away"
-        )
     norm = NormalizedFlatten(pol.observation_space, normalize=True, clip=stats.clip, eps=stats.epsilon)
     norm.set_stats(stats.mean, stats.var, stats.count)
     norm.to(next(pol.parameters()).device)
-    pol.features_extractor = pol.pi_features_extractor = pol.vf_features_extractor = norm
+    slots = [  # every name a FlattenExtractor is registered under (SB3 shares one as features/pi/vf extractor)
+        (m, name) for m in pol.modules() for name, child in m._modules.items() if isinstance(child, FlattenExtractor)
+    ]
+    if not slots:
+        raise ExpertError(
+            "a VecNormalize file lies beside an expert whose network has its own extractor "
+            f"({type(getattr(pol, 'features_extractor', None)).__name__}); move one of them away"
+        )
+    for module, name in slots:
+        setattr(module, name, norm)

@@ -1,9 +1,12 @@
-"""Reading a stable-baselines3 PPO/A2C zip without unpickling: weights with `weights_only=True`, the
-architecture from the readable copies of `policy_kwargs`, declared sizes checked first."""
+"""Reading a stable-baselines3 zip (PPO, A2C, SAC, TD3, DQN; MlpPolicy or CnnPolicy) without unpickling:
+weights with `weights_only=True`, the policy class from a fixed table of SB3's, the architecture from
+the readable copies of `policy_kwargs`, declared sizes checked first."""
 
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
 import io
 import json
 import zipfile
@@ -12,7 +15,6 @@ from typing import Any
 from zlib import error as zlib_error
 
 import torch as th
-from stable_baselines3.common.policies import ActorCriticPolicy
 
 from gailkit.core import fsutil, limits
 from gailkit.core.errors import GailkitError
@@ -39,7 +41,7 @@ def _field(value: Any) -> Any:
 
 
 def read_sb3_zip(path: Path, observation_space: Any, action_space: Any):
-    """The policy of a stable-baselines3 PPO/A2C zip, without unpickling anything (ValueError if it cannot).
+    """The policy of a stable-baselines3 zip, without unpickling anything (ValueError if it cannot).
 
     SB3's own `PPO.load` runs cloudpickle on fields of the zip, which can run code. Here the
     weights come from `policy.pth` through `torch.load(weights_only=True)`, the architecture from
@@ -67,15 +69,10 @@ def read_sb3_zip(path: Path, observation_space: Any, action_space: Any):
         raise ValueError(
             f"{path}: not a readable stable-baselines3 zip ({type(e).__name__}: {str(e).splitlines()[0]})"
         ) from None
-    if not isinstance(data, dict) or "ActorCriticPolicy.__init__" not in str(
-        (data.get("policy_class") or {}).get("__init__", "")
-    ):
-        raise ValueError(f"{path}: not a stable-baselines3 PPO/A2C zip with an MlpPolicy (ActorCriticPolicy)")
-    shape = _field((data.get("observation_space") or {}).get("_shape"))
-    if isinstance(shape, (list, tuple)) and tuple(shape) != tuple(observation_space.shape or ()):
-        raise ValueError(
-            f"{path}: trained on observations of shape {tuple(shape)}, the env has {observation_space.shape}"
-        )
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: not a stable-baselines3 zip (its data is not a mapping)")
+    cls = _policy_class(path, data.get("policy_class"))
+    obs_space = _trained_space(path, data, observation_space, cls)
     pk = data.get("policy_kwargs") or {}
     kwargs: dict[str, Any] = {}
     net_arch = _field(pk.get("net_arch"))
@@ -90,30 +87,87 @@ def read_sb3_zip(path: Path, observation_space: Any, action_space: Any):
                 f"{path}: activation {pk['activation_fn']} is not one gailkit rebuilds ({', '.join(_ACTIVATION_CLASSES)})"
             )
         kwargs["activation_fn"] = ACTIVATIONS[_ACTIVATION_CLASSES[name]]
-    for key in (
-        "log_std_init",
-        "full_std",
-        "use_expln",
-        "squash_output",
-        "share_features_extractor",
-        "normalize_images",
-    ):
+    for key in _PLAIN_KWARGS:
         if key in pk:
             kwargs[key] = _field(pk[key])
-    extractor = str(pk.get("features_extractor_class", "FlattenExtractor"))
-    if "NormalizedFlatten" in extractor:
-        kwargs["features_extractor_class"] = NormalizedFlatten
-        kwargs["features_extractor_kwargs"] = _field(pk.get("features_extractor_kwargs", {})) or {}
-    elif "FlattenExtractor" not in extractor:
-        raise ValueError(f"{path}: features extractor {extractor} is not one gailkit rebuilds")
+    if "use_sde" not in kwargs and "use_sde" in data:
+        kwargs["use_sde"] = bool(data.get("use_sde"))
+    kwargs.update(_extractor(path, pk))
+    accepted = inspect.signature(cls).parameters
     try:
-        pol = ActorCriticPolicy(
-            observation_space, action_space, lambda _: 0.0, use_sde=bool(data.get("use_sde", False)), **kwargs
-        )
+        pol = cls(obs_space, action_space, lambda _: 0.0, **{k: v for k, v in kwargs.items() if k in accepted})
         pol.load_state_dict(weights)
-    except (RuntimeError, TypeError, ValueError, AttributeError) as e:
+    except (RuntimeError, TypeError, ValueError, AttributeError, AssertionError) as e:
         raise ValueError(
             f"{path}: its weights do not fit the network it describes ({str(e).splitlines()[0]})"
         ) from None
     pol.set_training_mode(False)
     return pol
+
+
+# Policy classes gailkit rebuilds, by the module and class a zip names (only as keys: the classes are
+# imported from this table, never from the file). Dict observations (MultiInputPolicy) have no data path yet.
+_CLASSES = {
+    ("stable_baselines3.common.policies", "ActorCriticPolicy"): "ActorCriticPolicy",
+    ("stable_baselines3.common.policies", "ActorCriticCnnPolicy"): "ActorCriticCnnPolicy",
+    ("stable_baselines3.sac.policies", "SACPolicy"): "SACPolicy",
+    ("stable_baselines3.sac.policies", "CnnPolicy"): "CnnPolicy",
+    ("stable_baselines3.td3.policies", "TD3Policy"): "TD3Policy",
+    ("stable_baselines3.td3.policies", "CnnPolicy"): "CnnPolicy",
+    ("stable_baselines3.dqn.policies", "DQNPolicy"): "DQNPolicy",
+    ("stable_baselines3.dqn.policies", "CnnPolicy"): "CnnPolicy",
+}
+_PLAIN_KWARGS = (
+    "log_std_init",
+    "full_std",
+    "use_expln",
+    "squash_output",
+    "share_features_extractor",
+    "normalize_images",
+    "use_sde",
+    "clip_mean",
+    "n_critics",
+)
+
+
+def _policy_class(path: Path, described: Any) -> type:
+    """The SB3 policy class a zip's `policy_class` names, from `_CLASSES`; ValueError naming it otherwise."""
+    described = described if isinstance(described, dict) else {}
+    module = str(described.get("__module__", ""))
+    init = str(described.get("__init__", ""))  # "<function SACPolicy.__init__ at 0x...>"
+    name = init.removeprefix("<function ").split(".__init__")[0].rsplit(".", 1)[-1] if ".__init__" in init else ""
+    if (module, name) not in _CLASSES:
+        known = "PPO/A2C (MlpPolicy, CnnPolicy), SAC, TD3, DQN (MlpPolicy, CnnPolicy)"
+        raise ValueError(f"{path}: its policy {module or '?'}.{name or '?'} is not one gailkit rebuilds ({known})")
+    return getattr(importlib.import_module(module), _CLASSES[(module, name)])
+
+
+def _trained_space(path: Path, data: dict, observation_space: Any, cls: type) -> Any:
+    """The observation space the zip's network was built for: the env's, or for images the env's frames
+    channels first (SB3 trains on VecTransposeImage; its `predict` transposes the env's frames back)."""
+    shape = _field((data.get("observation_space") or {}).get("_shape"))
+    env_shape = tuple(observation_space.shape or ())
+    if not isinstance(shape, (list, tuple)) or tuple(shape) == env_shape:
+        return observation_space
+    if len(env_shape) == 3 and tuple(shape) == (env_shape[2], env_shape[0], env_shape[1]):
+        import gymnasium as gym
+
+        low, high = observation_space.low.transpose(2, 0, 1), observation_space.high.transpose(2, 0, 1)
+        return gym.spaces.Box(low, high, dtype=observation_space.dtype)
+    raise ValueError(f"{path}: trained on observations of shape {tuple(shape)}, the env has {observation_space.shape}")
+
+
+def _extractor(path: Path, pk: dict) -> dict[str, Any]:
+    extractor = str(pk.get("features_extractor_class", ""))
+    extractor_kwargs = _field(pk.get("features_extractor_kwargs", {})) or {}
+    if not isinstance(extractor_kwargs, dict):
+        raise ValueError(f"{path}: features_extractor_kwargs is not a mapping")
+    if "NormalizedFlatten" in extractor:
+        return {"features_extractor_class": NormalizedFlatten, "features_extractor_kwargs": extractor_kwargs}
+    if "NatureCNN" in extractor:
+        from stable_baselines3.common.torch_layers import NatureCNN
+
+        return {"features_extractor_class": NatureCNN, "features_extractor_kwargs": extractor_kwargs}
+    if extractor and "FlattenExtractor" not in extractor:
+        raise ValueError(f"{path}: features extractor {extractor} is not one gailkit rebuilds")
+    return {}  # the class's own default (FlattenExtractor for Mlp, NatureCNN for Cnn policies)

@@ -1,0 +1,98 @@
+"""SB3 experts of every algorithm SB3 ships, read without unpickling: each plays as SB3's `predict` does."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+import numpy as np
+import pytest
+
+from gailkit.core.errors import ExpertError
+from gailkit.data import experts
+from tests.conftest import run_cli
+
+ALGOS = {"SAC": "Pendulum-v1", "TD3": "Pendulum-v1", "DQN": "CartPole-v1", "A2C": "CartPole-v1"}
+
+
+@pytest.fixture(scope="module")
+def zoo(tmp_path_factory):
+    """A few steps of each algorithm (enough to move its weights), saved as SB3 saves them."""
+    import stable_baselines3 as sb3
+
+    folder = tmp_path_factory.mktemp("zoo")
+    models = {}
+    for algo, env in ALGOS.items():
+        extra = {} if algo == "A2C" else {"learning_starts": 16}
+        model = getattr(sb3, algo)("MlpPolicy", env, policy_kwargs={"net_arch": [16, 16]}, seed=0, **extra)
+        model.learn(64)
+        model.save(folder / f"{algo.lower()}.zip")
+        models[algo] = model
+    return folder, models
+
+
+@pytest.mark.parametrize("algo", list(ALGOS))
+def test_each_algorithm_plays_as_sb3_predicts(zoo, algo):
+    folder, models = zoo
+    model = models[algo]
+    act, env_id, _ = experts.load_expert(str(folder / f"{algo.lower()}.zip"), ALGOS[algo], deterministic=True)
+    obs = np.stack([model.observation_space.sample() for _ in range(16)])
+    ours = np.stack([np.asarray(act(o)) for o in obs])
+    theirs, _ = model.predict(obs, deterministic=True)
+    assert env_id == ALGOS[algo] and np.allclose(ours.reshape(theirs.shape), theirs, atol=1e-6)
+
+
+def test_demos_record_from_an_off_policy_zip(zoo, tmp_path):
+    folder, _ = zoo
+    out = tmp_path / "sac.arrow"
+    r = run_cli("demos", "record", "--expert", str(folder / "sac.zip"), "--env", "Pendulum-v1",
+                "--episodes", "1", "--out", str(out))  # fmt: skip
+    assert r.returncode == 0 and out.is_file(), r.stderr
+
+
+def test_a_zip_naming_a_policy_gailkit_does_not_rebuild_is_one_line(zoo, tmp_path):
+    folder, _ = zoo
+    src, bad = folder / "sac.zip", tmp_path / "bad.zip"
+    with zipfile.ZipFile(src) as z, zipfile.ZipFile(bad, "w") as w:
+        for item in z.infolist():
+            data = z.read(item.filename)
+            if item.filename == "data":
+                d = json.loads(data)
+                d["policy_class"] = {"__module__": "os", "__init__": "<function system.__init__ at 0x0>"}
+                data = json.dumps(d).encode()
+            w.writestr(item, data)
+    with pytest.raises(ExpertError, match=r"bad.zip: its policy os.system is not one gailkit rebuilds") as e:
+        experts.load_expert(str(bad), "Pendulum-v1", deterministic=True)
+    assert "\n" not in str(e.value)
+
+
+def test_an_off_policy_expert_with_vecnormalize_gets_its_statistics(tmp_path):
+    from stable_baselines3 import SAC
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    venv = VecNormalize(make_vec_env("Pendulum-v1", n_envs=1, seed=0))
+    model = SAC("MlpPolicy", venv, policy_kwargs={"net_arch": [16]}, learning_starts=16, seed=0)
+    model.learn(64)
+    model.save(tmp_path / "sac.zip")
+    venv.save(str(tmp_path / "sac_vecnormalize.pkl"))
+    act, _, info = experts.load_expert(str(tmp_path / "sac.zip"), "Pendulum-v1", deterministic=True)
+    obs = np.stack([venv.observation_space.sample() for _ in range(16)])
+    theirs, _ = model.predict(venv.normalize_obs(obs), deterministic=True)
+    assert info["vecnormalize"].endswith("sac_vecnormalize.pkl")
+    assert np.allclose(np.stack([act(o) for o in obs]), theirs, atol=1e-5)
+
+
+def test_a_cnn_policy_trained_on_transposed_frames_plays_the_env_s_own_frames(tmp_path):
+    """SB3 trains a CnnPolicy on channels-first frames (VecTransposeImage); the env gives channels last."""
+    from stable_baselines3 import PPO
+
+    from tests.space_envs import BigImageObs
+
+    model = PPO("CnnPolicy", BigImageObs(), n_steps=32, batch_size=32, n_epochs=1, seed=0)
+    model.learn(32)
+    model.save(tmp_path / "cnn.zip")
+    act, _, _ = experts.load_expert(str(tmp_path / "cnn.zip"), "tests/space_envs.py:BigImageObs", deterministic=True)
+    obs = np.stack([BigImageObs.observation_space.sample() for _ in range(8)])
+    theirs, _ = model.predict(obs, deterministic=True)
+    assert [int(act(o)) for o in obs] == theirs.tolist()
