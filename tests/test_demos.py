@@ -422,3 +422,25 @@ def test_ends_given_as_dones_alone_are_read_against_the_env_time_limit(tmp_path)
             back = demos.load(path, env_id=env_id)
         assert int(back.truncated.sum()) == want_cut and int(back.terminated.sum()) == 2 - want_cut
         assert np.array_equal(back.truncated, d.truncated) and np.array_equal(back.terminated, d.terminated)
+
+
+def test_a_folder_skips_what_is_not_demos_and_says_when_experts_are_merged(tmp_path, custom_demos):
+    """An expert's vecnormalize.pkl (or any file that is not demos) beside the demos is skipped in one
+    warning line; demos of different experts in one folder are merged with a warning naming them."""
+    import dataclasses
+    import pickle
+
+    demos.save(custom_demos, tmp_path / "a.arrow")
+    (tmp_path / "vecnormalize.pkl").write_bytes(pickle.dumps({"not": "demos"}))
+    with pytest.warns(demos.DemoWarning, match=r"vecnormalize.pkl: skipped, not readable as demos"):
+        d = demos.load(tmp_path, env_id="CustomEnv", spaces=envs.spaces("CustomEnv"))
+    assert len(d) == len(custom_demos) and d.meta.expert_return == custom_demos.meta.expert_return
+    other = dataclasses.replace(custom_demos, meta=dataclasses.replace(custom_demos.meta, expert_return=0.25))
+    demos.save(other, tmp_path / "b.arrow")
+    with pytest.warns(
+        demos.DemoWarning, match=r"demos of 2 files from different experts are merged .*a.arrow .*b.arrow 0.2"
+    ):
+        d = demos.load(tmp_path, env_id="CustomEnv", spaces=envs.spaces("CustomEnv"))
+    assert len(d) == 2 * len(custom_demos) and d.meta.expert_return is None
+    with pytest.raises(demos.DemoError, match="vecnormalize.pkl"):  # named on its own, it is an error
+        demos.load(tmp_path / "vecnormalize.pkl", env_id="CustomEnv")

@@ -22,6 +22,10 @@ DOORS = {
 
 def without_doors(data: dict[str, Any], source: str) -> dict[str, Any]:
     """`data`, a settings file's mapping, with every setting of `DOORS` left out (one warning names them)."""
+    if not isinstance(data, dict):
+        from gailkit.core.errors import ConfigError
+
+        raise ConfigError(f"{source}: expected a mapping of settings, got {type(data).__name__}")
     out = migrate(data, source)
     ignored = []
     for dotted, flag in DOORS.items():

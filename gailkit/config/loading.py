@@ -263,7 +263,10 @@ def preset(name: str) -> dict[str, Any]:
 
 def migrate(data: dict[str, Any], source: str = "settings") -> dict[str, Any]:
     """A TrainConfig (or ExpertConfig) mapping of an older gailkit in today's layout: 0.1's fleet settings
-    at the top (`fleet: local|ray`), 0.2's network settings under `ppo` (now `policy`, one notice)."""
+    at the top (`fleet: local|ray`), 0.2's network settings under `ppo` (now `policy`, one notice).
+    Anything but a mapping comes back as it is (the reader then names what is wrong)."""
+    if not isinstance(data, dict):
+        return data
     data = dict(data)
     fleet = data.get("fleet")
     if isinstance(fleet, str) or any(k in data for k in _MOVED_TO_FLEET):

@@ -6,6 +6,7 @@ demos.save(d, "data/x.parquet")
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import gymnasium as gym
@@ -127,7 +128,6 @@ def _time_limit_ends(d: Demos, env_id: str | None) -> Demos:
     if not d.meta.ends_from_dones or not len(d):
         return d
     import dataclasses
-    import warnings
 
     spec = gym.spec(env_id) if env_id is not None and env_id in gym.registry else None
     limit = getattr(spec, "max_episode_steps", None)
@@ -166,11 +166,19 @@ def load(
     chosen: list[Demos] = []
     held: list[str] = []
     for f in files:
-        file_env, d = _peek_env_id(f, unsafe_pickle)
-        if env_id is not None and file_env is not None and file_env != env_id:
-            held.append(f"{f.name} ({file_env})")
+        try:
+            file_env, d = _peek_env_id(f, unsafe_pickle)
+            if env_id is not None and file_env is not None and file_env != env_id:
+                held.append(f"{f.name} ({file_env})")
+                continue
+            d = d if d is not None else load_file(f, unsafe_pickle)
+        except DemoError as e:
+            if len(files) == 1:
+                raise
+            # a folder may hold other files too (an expert's vecnormalize.pkl, notes): skipped, said in one line
+            warnings.warn(f"{f}: skipped, not readable as demos ({str(e).removeprefix(f'{f}: ')})", DemoWarning, 2)
+            held.append(f"{f.name} (not demos)")
             continue
-        d = d if d is not None else load_file(f, unsafe_pickle)
         if env_id is not None and file_env is None and spaces is not None and not fits(d, *spaces):
             if len(files) == 1:
                 validate(d, *spaces)  # raises with the exact mismatch
@@ -197,6 +205,20 @@ def load(
     if len(experts_seen) == 1:  # one expert policy behind every file: its return is the reference
         meta.expert_return, meta.expert_return_std, meta.expert_episodes = experts_seen.pop()
         meta.sampled = first.sampled if all(c.meta.sampled == first.sampled for c in chosen) else None
+    else:
+        returns = ", ".join(
+            f"{Path(c.meta.path or '?').name} {c.meta.expert_return:.1f}"
+            if c.meta.expert_return is not None
+            else f"{Path(c.meta.path or '?').name} unknown"
+            for c in chosen
+        )
+        warnings.warn(
+            f"{path}: demos of {len(chosen)} files from different experts are merged (expert returns: {returns}); "
+            "no one expert's return is the reference, the demos' mean return is; point --demos at one file to "
+            "learn one expert",
+            DemoWarning,
+            2,
+        )
     return concat(chosen, meta)
 
 
