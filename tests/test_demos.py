@@ -1,4 +1,5 @@
 import dataclasses
+import json
 import pickle
 import warnings
 from pathlib import Path
@@ -9,6 +10,7 @@ import pytest
 
 from gailkit.data import demos, envs
 from gailkit.data.demos import DemoError, DemoWarning
+from tests.conftest import run_cli
 
 FILE_SUFFIXES = ["x.arrow", "x.feather", "x.parquet", "x.pkl"]
 
@@ -444,3 +446,41 @@ def test_a_folder_skips_what_is_not_demos_and_says_when_experts_are_merged(tmp_p
     assert len(d) == 2 * len(custom_demos) and d.meta.expert_return is None
     with pytest.raises(demos.DemoError, match="vecnormalize.pkl"):  # named on its own, it is an error
         demos.load(tmp_path / "vecnormalize.pkl", env_id="CustomEnv")
+
+
+def test_a_table_with_its_own_column_names_is_read_through_a_mapping(tmp_path, custom_demos):
+    """A user's Parquet file: `observation`, `action`, `next_observation`, `done`, obs as scalar columns
+    too; `--columns` maps them, for inspect and train alike; an unmapped table says which flag to use."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    d = custom_demos
+    table = pa.table(
+        {
+            "x": d.obs[:, 0],
+            "y": d.obs[:, 1],
+            "action": list(d.acts),
+            "next_observation": list(d.next_obs),
+            "terminal": d.terminated,
+            "timeout": d.truncated,
+        }
+    )
+    path = tmp_path / "mine.parquet"
+    pq.write_table(table, path)
+    r = run_cli("demos", "inspect", str(path), "--env", "CustomEnv")
+    assert r.returncode == 2 and "missing column 'obs'" in r.stderr and "--columns obs=COLUMN" in r.stderr
+    mapping = "obs=x+y,acts=action,next_obs=next_observation,terminated=terminal,truncated=timeout"
+    r = run_cli("demos", "inspect", str(path), "--env", "CustomEnv", "--columns", mapping, "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["files"][0]["episodes"] == d.n_episodes
+    loaded = demos.load(path, env_id="CustomEnv", spaces=envs.spaces("CustomEnv"), columns=dict(
+        kv.split("=") for kv in mapping.split(",")))  # fmt: skip
+    assert np.allclose(loaded.obs, d.obs) and np.array_equal(loaded.terminated, d.terminated)
+    r = run_cli("train", "--env", "CustomEnv", "--demos", str(path), "--columns", mapping, "--preset", "tiny",
+                "--total-steps", "64", "--quiet", "--run-dir", str(tmp_path / "run"))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "x+y" in (tmp_path / "run" / "config.yaml").read_text()  # the run remembers how it read its demos
+    for bad, says in [("obs=nope", "no column 'nope'"), ("observation=x", "'demo_columns' must map some of"),
+                      ("obs", "expected NAME=COLUMN")]:  # fmt: skip
+        r = run_cli("demos", "inspect", str(path), "--env", "CustomEnv", "--columns", bad)
+        assert r.returncode == 2 and says in r.stderr and r.stderr.count("\n") == 1, (bad, r.stderr)

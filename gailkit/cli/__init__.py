@@ -94,6 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train a policy with GAIL from expert demos")
     p.add_argument("--env", help="gymnasium id, envs/ name, module:Class or file.py:Class")
     p.add_argument("--demos", help="a demo file or folder (default: data/)")
+    p.add_argument(
+        "--columns",
+        metavar="NAME=COLUMN,...",
+        help="an Arrow/Parquet table's own column names, e.g. obs=observation,acts=action (x+y+z stacks scalar columns)",
+    )
     p.add_argument("--total-steps", type=int, help="env steps to collect in all")
     p.add_argument("--device", help="learner device: auto (CUDA when present), cpu, cuda")
     p.add_argument("--seed", type=_seed)

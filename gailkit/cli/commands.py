@@ -52,6 +52,10 @@ def _train_overrides(args: argparse.Namespace) -> list[str]:
     for flag, key in _FLEET_FLAGS.items():
         if getattr(args, flag) is not None:
             overrides.append(f"{key}={getattr(args, flag)}")
+    if getattr(args, "columns", None):
+        from gailkit.cli.demo_commands import parse_columns
+
+        overrides.append(f"demo_columns={json.dumps(parse_columns(args.columns))}")
     return overrides
 
 

@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from gailkit.core.errors import ConfigError
+
 
 def add_parsers(sub, cmd) -> None:
     from gailkit.cli import _count, _seed
@@ -38,6 +40,11 @@ def add_parsers(sub, cmd) -> None:
     p.add_argument("--env", help="validate against this env's spaces (default: each file's own metadata)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument(
+        "--columns",
+        metavar="NAME=COLUMN,...",
+        help="an Arrow/Parquet table's own column names, e.g. obs=observation,acts=action (x+y+z stacks scalar columns)",
+    )
+    p.add_argument(
         "--unsafe-pickle", action="store_true", help="unpickle with the plain unpickler (only for trusted files)"
     )
     p.set_defaults(func=cmd("demo_commands:inspect"))
@@ -51,6 +58,11 @@ def add_parsers(sub, cmd) -> None:
         "minari:DATASET_ID (a Minari dataset in the local Minari root)",
     )
     p.add_argument("--env", help="take only this env's demos from a folder, validated against its spaces")
+    p.add_argument(
+        "--columns",
+        metavar="NAME=COLUMN,...",
+        help="an Arrow/Parquet table's own column names, e.g. obs=observation,acts=action (x+y+z stacks scalar columns)",
+    )
     p.add_argument(
         "--pickle-layout",
         choices=["dict", "trajectories"],
@@ -102,6 +114,29 @@ def _fmt(x: float | None, digits: int = 1) -> str:
     return "n/a" if x is None else f"{x:.{digits}f}"
 
 
+def parse_columns(text: str) -> dict[str, str]:
+    """`--columns obs=observation,acts=action` -> {"obs": "observation", "acts": "action"} (one line if malformed)."""
+    out: dict[str, str] = {}
+    for item in text.split(","):
+        name, sep, column = item.partition("=")
+        if not sep or not name.strip() or not column.strip():
+            raise ConfigError(
+                f"--columns {text!r}: expected NAME=COLUMN[,NAME=COLUMN...], e.g. obs=observation,acts=action"
+            )
+        out[name.strip()] = column.strip()
+    return out
+
+
+def _columns(args: argparse.Namespace) -> dict[str, str] | None:
+    """`--columns` checked like the `demo_columns` setting (one line naming what is wrong)."""
+    if not args.columns:
+        return None
+    from gailkit import config
+    from gailkit.config import TrainConfig
+
+    return config.build(TrainConfig, overrides=[f"demo_columns={json.dumps(parse_columns(args.columns))}"]).demo_columns
+
+
 def inspect(args: argparse.Namespace) -> int:
     from gailkit.data import demos, envs
 
@@ -110,8 +145,9 @@ def inspect(args: argparse.Namespace) -> int:
         raise demos.DemoError(f"{args.path}: no demo files")
     spaces = envs.spaces(args.env) if args.env else None
     rows = []
+    columns = _columns(args)
     for f in files:
-        d = demos.load_file(f, args.unsafe_pickle)
+        d = demos.load_file(f, args.unsafe_pickle, columns)
         demos.check(d, spaces)  # what train checks: against --env, else the file's own metadata
         rows.append(demos.summarize(d))
     if args.json:
@@ -139,20 +175,22 @@ def inspect(args: argparse.Namespace) -> int:
 def convert(args: argparse.Namespace) -> int:
     from gailkit.data import demos, envs
 
+    columns = _columns(args)
     if args.env is None:
         files = demos.discover(args.src)
         if len(files) != 1:
-            envs_seen = {demos.load_file(f, args.unsafe_pickle).meta.env_id for f in files}
+            envs_seen = {demos.load_file(f, args.unsafe_pickle, columns).meta.env_id for f in files}
             if len(envs_seen) > 1:
                 raise demos.DemoError(
                     f"{args.src}: holds demos of several envs ({', '.join(map(str, envs_seen))}); pass --env"
                 )
-            d = demos.load(args.src, unsafe_pickle=args.unsafe_pickle)
+            d = demos.load(args.src, unsafe_pickle=args.unsafe_pickle, columns=columns)
         else:
-            d = demos.load_file(files[0], args.unsafe_pickle)
+            d = demos.load_file(files[0], args.unsafe_pickle, columns)
         demos.check(d, None)
     else:
-        d = demos.load(args.src, env_id=args.env, spaces=envs.spaces(args.env), unsafe_pickle=args.unsafe_pickle)
+        spaces = envs.spaces(args.env)
+        d = demos.load(args.src, env_id=args.env, spaces=spaces, unsafe_pickle=args.unsafe_pickle, columns=columns)
     envs.import_project_envs()  # so a Minari dataset can record a project env by its registered id
     demos.save(d, args.dst, pickle_layout=args.pickle_layout, minari_format=args.minari_format)
     print(f"wrote {args.dst}: {d.n_episodes} episodes, {len(d)} transitions")

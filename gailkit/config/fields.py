@@ -52,3 +52,16 @@ def _f(default: Any, meta: dict[str, Any] | None = None) -> Any:
         copy: Any = lambda d=default: type(d)(d)  # a fresh list or dict per instance
         return dataclasses.field(default_factory=copy, metadata=meta or {})
     return dataclasses.field(default=default, metadata=meta or {})
+
+
+DEMO_COLUMNS = ("obs", "acts", "next_obs", "terminated", "truncated", "dones", "episode_id", "step", "rews")
+
+
+def _columns_ok(mapping: Any) -> bool:
+    return isinstance(mapping, dict) and all(
+        k in DEMO_COLUMNS and isinstance(v, str) and v and all(part.strip() for part in v.split("+"))
+        for k, v in mapping.items()
+    )
+
+
+COLUMNS = _rule(_columns_ok, f"must map some of {', '.join(DEMO_COLUMNS)} to the file's column names")

@@ -12,7 +12,7 @@ import dataclasses
 import os
 from typing import Any, Literal
 
-from gailkit.config.fields import GE0, GE1, GE2, GT0, LAYERS, SEED, UNIT, _Checked, _f, _rule
+from gailkit.config.fields import COLUMNS, GE0, GE1, GE2, GT0, LAYERS, SEED, UNIT, _Checked, _f, _rule
 from gailkit.core.errors import ConfigError
 
 
@@ -189,6 +189,9 @@ class TrainConfig(_Checked):
     env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
     demos: str = "data"
     """A demo file or folder; a folder serves only the files for `env.id`."""
+    demo_columns: dict[str, str] = _f({}, COLUMNS)
+    """An Arrow or Parquet table's own column names, e.g. {obs: observation, acts: action}; `x+y+z`
+    stacks scalar columns into one vector (`--columns obs=x+y+z,acts=action`)."""
     unsafe_pickle: bool = False
     """Unpickle demo files with the plain unpickler (only for files you trust)."""
     seed: int = _f(0, SEED)

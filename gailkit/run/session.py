@@ -138,7 +138,9 @@ class Run:
         states = run_dir.readable(log=log) if resume else None
         state = next(states)[0] if states is not None else None
         spaces = envs.spaces(cfg.env, allow_code, source=str(run_dir.config) if resume else "the settings file")
-        expert_demos = demos.load(cfg.demos, env_id=cfg.env.id, spaces=spaces, unsafe_pickle=cfg.unsafe_pickle)
+        expert_demos = demos.load(
+            cfg.demos, env_id=cfg.env.id, spaces=spaces, unsafe_pickle=cfg.unsafe_pickle, columns=cfg.demo_columns
+        )
         if not expert_demos.has_actions:
             cfg = observation_only(cfg)
         cfg = dataclasses.replace(

@@ -81,12 +81,15 @@ def discover(path: str | Path) -> list[Path]:
     return found
 
 
-def load_file(path: str | Path, unsafe_pickle: bool = False) -> Demos:
-    """One file (or imitation dataset folder), structurally checked but not against any env."""
+def load_file(path: str | Path, unsafe_pickle: bool = False, columns: dict[str, str] | None = None) -> Demos:
+    """One file (or imitation dataset folder), structurally checked but not against any env; `columns`
+    names an Arrow or Parquet table's own columns (`arrow_io.read`)."""
     path = Path(path)
     fmt = format_of(path)
     if fmt is None:
         raise DemoError(f"{path}: unknown demo format")
+    if columns and fmt not in ("arrow", "parquet"):
+        raise DemoError(f"{path}: --columns names the columns of Arrow and Parquet tables, not of {fmt} files")
     try:
         if fmt == "pickle":
             d = pickle_io.read(path, unsafe=unsafe_pickle)
@@ -95,7 +98,7 @@ def load_file(path: str | Path, unsafe_pickle: bool = False) -> Demos:
         elif fmt == "minari":
             d = minari_io.read(path)
         else:
-            d = arrow_io.read(path, fmt)
+            d = arrow_io.read(path, fmt, columns)
         check_structure(d)
     except GailkitError:
         raise
@@ -154,6 +157,7 @@ def load(
     env_id: str | None = None,
     spaces: tuple[gym.Space, gym.Space] | None = None,
     unsafe_pickle: bool = False,
+    columns: dict[str, str] | None = None,
 ) -> Demos:
     """All demos under `path` for `env_id`, validated against `spaces` (obs, act) when given.
 
@@ -171,7 +175,7 @@ def load(
             if env_id is not None and file_env is not None and file_env != env_id:
                 held.append(f"{f.name} ({file_env})")
                 continue
-            d = d if d is not None else load_file(f, unsafe_pickle)
+            d = d if d is not None and not columns else load_file(f, unsafe_pickle, columns)
         except DemoError as e:
             if len(files) == 1:
                 raise

@@ -158,18 +158,43 @@ def _meta_from_schema(schema: pa.Schema, fmt: str, path: Path) -> DemoMeta:
     return DemoMeta.from_json(d, fmt, str(path))
 
 
-def read(path: Path, fmt: str) -> Demos:
+COLUMN_NAMES = ("obs", "acts", "next_obs", "terminated", "truncated", "dones", "episode_id", "step", "rews")
+
+
+def read(path: Path, fmt: str, columns: dict[str, str] | None = None) -> Demos:
+    """A demo table; `columns` maps gailkit's column names to the file's own (`obs: observation`, or
+    `obs: x+y+z` to stack scalar columns into one vector)."""
     table = read_table(path, fmt)
     meta = _meta_from_schema(table.schema, fmt, path)
-    missing = [c for c in _REQUIRED if c not in table.column_names]
+    where = {name: (columns or {}).get(name, name) for name in COLUMN_NAMES}
+    for name, source in where.items():
+        absent = [part for part in source.split("+") if part not in table.column_names]
+        if name in (columns or {}) and absent:
+            raise DemoError(
+                f"{path}: --columns {name}={source}: no column '{absent[0]}' (has: {', '.join(table.column_names)})"
+            )
+    missing = [c for c in _REQUIRED if where[c] not in table.column_names and "+" not in where[c]]
     if missing:
-        raise DemoError(f"{path}: missing column '{missing[0]}' (has: {', '.join(table.column_names)})")
-    cols = {
-        name: _column_to_numpy(table, name, path)
-        for name in table.column_names
-        if name in ("obs", "acts", "next_obs", "terminated", "truncated", "dones", "episode_id", "step", "rews")
-    }
+        raise DemoError(
+            f"{path}: missing column '{missing[0]}' (has: {', '.join(table.column_names)}); "
+            f"name yours with --columns {missing[0]}=COLUMN"
+        )
+    cols = {name: _mapped(table, source, path) for name, source in where.items() if _present(table, source)}
     return from_columns(cols, meta, path)
+
+
+def _present(table: pa.Table, source: str) -> bool:
+    return all(part in table.column_names for part in source.split("+"))
+
+
+def _mapped(table: pa.Table, source: str, path: Path) -> np.ndarray:
+    parts = source.split("+")
+    if len(parts) == 1:
+        return _column_to_numpy(table, source, path)
+    arrays = [_column_to_numpy(table, part, path) for part in parts]
+    if any(a.ndim != 1 for a in arrays):
+        raise DemoError(f"{path}: --columns ...={source}: only scalar columns can be stacked into one")
+    return np.stack(arrays, axis=1)
 
 
 def from_columns(cols: dict[str, np.ndarray], meta: DemoMeta, path: Path | str) -> Demos:
