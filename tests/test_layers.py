@@ -48,6 +48,7 @@ LAYERS = {
     "checkpoint": 2,
     "metrics": 2,
     "rundir": 3,
+    "video": 3,
     "session": 4,
     "evaluate": 4,
     "export": 4,

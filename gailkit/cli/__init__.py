@@ -157,6 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--demos", help="demos whose expert return to use as the reference (default: the run's references)")
     p.add_argument("--json", action="store_true", help="print the JSON report instead of a table")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument(
+        "--video", type=Path, metavar="FILE", help="also write the first evaluated episode as FILE (.gif, or .mp4)"
+    )
     p.set_defaults(func=_cmd("commands:evaluate"))
 
     p = sub.add_parser("export", help="export a trained policy to ONNX (with a torch-vs-onnxruntime parity check)")

@@ -167,6 +167,7 @@ def evaluate(args: argparse.Namespace) -> int:
         args.demos,
         plots=not args.no_plots,
         which=args.checkpoint,
+        video=args.video,
     )
     print(evaluate_mod.to_json(report) if args.json else evaluate_mod.format_table(report))
     return 0

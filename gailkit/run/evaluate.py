@@ -11,7 +11,8 @@ unknown):
   random: {return_mean, episodes, seed},
   normalized ((R - R_random) / (R_expert - R_random)), action_error (scripted-expert envs),
   onnx: null or {path, return_mean, return_std, length_mean, length_std, returns},
-  plots: [paths]
+  plots: [paths],
+  video: null or {video (its path), frames, fps, return}   (with --video; the first evaluated episode)
 """
 
 from __future__ import annotations
@@ -65,12 +66,17 @@ def evaluate(
     demos_path: str | None = None,
     plots: bool = True,
     which: str = "best",
+    video: str | Path | None = None,
 ) -> dict[str, Any]:
     source = Path(source)
     if not source.exists():
         raise EvaluateError(f"{source}: no such run directory, checkpoint or expert zip")
     if episodes < 1:
         raise EvaluateError(f"--episodes must be >= 1, got {episodes}")
+    if video is not None:
+        from gailkit.run import video as video_mod
+
+        video_mod.check_target(video)  # before minutes of evaluation
     act, env_cfg, allow_code, cfg, state, ckpt = _load(source, env_id, which)
     obs_space, act_space = envs.spaces(env_cfg, allow_code, source=str(source))
     scripted = envs.scripted_experts(env_cfg.id).get("scripted")
@@ -101,6 +107,7 @@ def evaluate(
         }
     report = {
         "schema": SCHEMA,
+        "video": None,
         "env_id": env_cfg.id,
         "source": str(source),
         "checkpoint": None if ckpt is None else str(ckpt),
@@ -116,6 +123,8 @@ def evaluate(
     }
     if plots and source.is_dir() and cfg is not None:
         report["plots"] = _plots(source, cfg, obs_space, act_space, env_cfg, episodes, seed, trained, refs, allow_code)
+    if video is not None:
+        report["video"] = video_mod.record(act, env_cfg, video, seed, allow_code)
     return report
 
 
@@ -221,6 +230,9 @@ def format_table(r: dict[str, Any]) -> str:
         lines.append(f"  action error vs scripted expert {r['action_error']:.4f} (uniform random policy: 0.667)")
     for path in r["plots"]:
         lines.append(f"  plot: {path}")
+    if r.get("video"):
+        v = r["video"]
+        lines.append(f"  video: {v['video']} ({v['frames']} frames at {v['fps']} fps, return {v['return']:.1f})")
     return "\n".join(lines)
 
 

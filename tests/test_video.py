@@ -1,0 +1,44 @@
+"""`gailkit evaluate --video`: the first evaluated episode as an animated GIF."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.conftest import run_cli
+
+
+@pytest.fixture(scope="module")
+def cartpole_run(tmp_path_factory):
+    run = tmp_path_factory.mktemp("video") / "run"
+    r = run_cli("train", "--env", "CartPole-v1", "--demos", "data/cartpole.arrow", "--preset", "tiny",
+                "--total-steps", "256", "--quiet", "--run-dir", str(run))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return run
+
+
+def test_a_gif_of_the_first_evaluated_episode(cartpole_run, tmp_path):
+    pytest.importorskip("pygame")
+    import imageio.v3 as iio
+
+    out = tmp_path / "episode.gif"
+    r = run_cli("evaluate", str(cartpole_run), "--episodes", "2", "--no-plots", "--video", str(out), "--json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    video = report["video"]
+    frames = iio.imread(out, index=None)  # GIF merges identical consecutive frames
+    assert video["frames"] == report["policy"]["returns"][0] + 1 >= len(frames) > 10  # CartPole: 1 per step
+    assert frames.shape[-1] == 3 and frames.dtype == np.uint8 and frames.std() > 0
+    assert not [p for p in tmp_path.iterdir() if p.name != "episode.gif"]  # written atomically, nothing else
+
+
+def test_what_cannot_be_a_video_is_one_line_and_leaves_nothing(cartpole_run, tmp_path):
+    for name, says in [("e.avi", "expected a .gif or .mp4"), ("sub", "expected a .gif or .mp4")]:
+        r = run_cli("evaluate", str(cartpole_run), "--episodes", "1", "--no-plots", "--video", str(tmp_path / name))
+        assert r.returncode == 2 and says in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    (tmp_path / "folder.gif").mkdir()
+    r = run_cli("evaluate", str(cartpole_run), "--episodes", "1", "--no-plots", "--video", str(tmp_path / "folder.gif"))
+    assert r.returncode == 2 and "folder.gif" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["folder.gif"] and not list((tmp_path / "folder.gif").iterdir())
