@@ -42,3 +42,15 @@ def test_what_cannot_be_a_video_is_one_line_and_leaves_nothing(cartpole_run, tmp
     r = run_cli("evaluate", str(cartpole_run), "--episodes", "1", "--no-plots", "--video", str(tmp_path / "folder.gif"))
     assert r.returncode == 2 and "folder.gif" in r.stderr and r.stderr.count("\n") == 1, r.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["folder.gif"] and not list((tmp_path / "folder.gif").iterdir())
+
+
+def test_stochastic_evaluation_samples_the_policy(cartpole_run):
+    runs = {}
+    for flags in ([], ["--stochastic"]):
+        r = run_cli("evaluate", str(cartpole_run), "--episodes", "5", "--no-plots", "--json", *flags)
+        assert r.returncode == 0, r.stderr
+        runs[bool(flags)] = json.loads(r.stdout)
+    assert runs[True]["stochastic"] and not runs[False]["stochastic"]
+    assert runs[True]["policy"]["returns"] != runs[False]["policy"]["returns"]  # a tiny policy is far from sure
+    r = run_cli("evaluate", str(cartpole_run), "--episodes", "1", "--no-plots", "--stochastic")
+    assert "actions sampled" in r.stdout.splitlines()[0]

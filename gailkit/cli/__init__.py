@@ -160,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--video", type=Path, metavar="FILE", help="also write the first evaluated episode as FILE (.gif, or .mp4)"
     )
+    p.add_argument("--stochastic", action="store_true", help="sample the policy's actions (default: deterministic)")
     p.set_defaults(func=_cmd("commands:evaluate"))
 
     p = sub.add_parser("export", help="export a trained policy to ONNX (with a torch-vs-onnxruntime parity check)")

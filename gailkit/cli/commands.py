@@ -168,6 +168,7 @@ def evaluate(args: argparse.Namespace) -> int:
         plots=not args.no_plots,
         which=args.checkpoint,
         video=args.video,
+        stochastic=args.stochastic,
     )
     print(evaluate_mod.to_json(report) if args.json else evaluate_mod.format_table(report))
     return 0

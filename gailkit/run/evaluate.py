@@ -12,7 +12,8 @@ unknown):
   normalized ((R - R_random) / (R_expert - R_random)), action_error (scripted-expert envs),
   onnx: null or {path, return_mean, return_std, length_mean, length_std, returns},
   plots: [paths],
-  video: null or {video (its path), frames, fps, return}   (with --video; the first evaluated episode)
+  video: null or {video (its path), frames, fps, return}   (with --video; the first evaluated episode),
+  stochastic: whether actions were sampled (--stochastic) rather than the deterministic ones
 """
 
 from __future__ import annotations
@@ -38,19 +39,19 @@ class EvaluateError(GailkitError):
     """What to evaluate cannot be found or does not fit the env."""
 
 
-def _load(source: Path, env_id: str | None, which: str):
+def _load(source: Path, env_id: str | None, which: str, deterministic: bool = True):
     """`(act, env_cfg, allow_code, train_cfg | None, state | None, checkpoint path | None)`."""
     if source.suffix == ".zip":
         from gailkit.data import experts
 
-        act, env_name, _ = experts.load_expert(str(source), env_id, deterministic=True)
+        act, env_name, _ = experts.load_expert(str(source), env_id, deterministic=deterministic)
         return act, EnvConfig(id=env_name), env_name == env_id, None, None, None
     path = rundir.resolve(source, which)
     pol, state = checkpoint.load_policy(path)
     cfg = state.settings
     if env_id and env_id != cfg.env.id:
         raise EvaluateError(f"{source} was trained on {cfg.env.id}, not {env_id}")
-    return policy.deterministic_actor(pol), cfg.env, env_id == cfg.env.id, cfg, state, path
+    return policy.deterministic_actor(pol, deterministic), cfg.env, env_id == cfg.env.id, cfg, state, path
 
 
 def _episode_stats(out: dict[str, Any]) -> dict[str, Any]:
@@ -67,6 +68,7 @@ def evaluate(
     plots: bool = True,
     which: str = "best",
     video: str | Path | None = None,
+    stochastic: bool = False,
 ) -> dict[str, Any]:
     source = Path(source)
     if not source.exists():
@@ -77,7 +79,7 @@ def evaluate(
         from gailkit.run import video as video_mod
 
         video_mod.check_target(video)  # before minutes of evaluation
-    act, env_cfg, allow_code, cfg, state, ckpt = _load(source, env_id, which)
+    act, env_cfg, allow_code, cfg, state, ckpt = _load(source, env_id, which, deterministic=not stochastic)
     obs_space, act_space = envs.spaces(env_cfg, allow_code, source=str(source))
     scripted = envs.scripted_experts(env_cfg.id).get("scripted")
     expert_action = scripted(None) if scripted is not None else None
@@ -108,6 +110,7 @@ def evaluate(
     report = {
         "schema": SCHEMA,
         "video": None,
+        "stochastic": stochastic,
         "env_id": env_cfg.id,
         "source": str(source),
         "checkpoint": None if ckpt is None else str(ckpt),
@@ -205,7 +208,8 @@ def _plots(
 def format_table(r: dict[str, Any]) -> str:
     p = r["policy"]
     lines = [
-        f"{r['env_id']}: {r['episodes']} episodes from seed {r['seed']} ({r['checkpoint'] or r['source']})",
+        f"{r['env_id']}: {r['episodes']} episodes from seed {r['seed']} ({r['checkpoint'] or r['source']})"
+        + (", actions sampled" if r.get("stochastic") else ""),
         f"  {'policy':<10} return {p['return_mean']:9.1f} ± {p['return_std']:7.1f}   length {p['length_mean']:7.1f} ± {p['length_std']:.1f}",
     ]
     if r["onnx"]:

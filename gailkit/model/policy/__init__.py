@@ -185,11 +185,12 @@ def act(pol: ActorCriticPolicy, obs: np.ndarray, deterministic: bool = False) ->
     return acts, log_probs.cpu().numpy().astype(np.float32)
 
 
-def deterministic_actor(pol: ActorCriticPolicy) -> Callable[[np.ndarray], Any]:
-    """One observation -> the deterministic action the env is given (evaluation)."""
+def deterministic_actor(pol: ActorCriticPolicy, deterministic: bool = True) -> Callable[[np.ndarray], Any]:
+    """One observation -> the deterministic action the env is given (evaluation); with
+    `deterministic=False`, an action sampled from the policy's distribution (`evaluate --stochastic`)."""
 
     def one(obs: np.ndarray) -> Any:
-        a, _ = act(pol, np.asarray(obs)[None], deterministic=True)
+        a, _ = act(pol, np.asarray(obs)[None], deterministic=deterministic)
         return env_action(pol.action_space, a)[0]
 
     return one
