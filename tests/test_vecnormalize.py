@@ -103,3 +103,30 @@ def test_statistics_that_do_not_fit_are_named_in_one_line(sb3_expert, tmp_path, 
     with pytest.raises(ExpertError, match=says) as e:
         vecnormalize.read(tmp_path / "vecnormalize.pkl", venv.observation_space)
     assert "\n" not in str(e.value)
+
+
+def test_an_rl_zoo3_log_folder_is_an_expert_with_its_statistics(sb3_expert, tmp_path):
+    """rl-zoo3 writes logs/ppo/CartPole-v1_1/CartPole-v1.zip and CartPole-v1/vecnormalize.pkl: the folder
+    alone is the expert (its env from the folder's name); --vecnormalize names a file kept elsewhere."""
+    folder, model, venv = sb3_expert
+    zoo = tmp_path / "logs" / "ppo" / "CartPole-v1_1"
+    (zoo / "CartPole-v1").mkdir(parents=True)
+    shutil.copy(folder / "cartpole.zip", zoo / "CartPole-v1.zip")
+    shutil.copy(folder / "vecnormalize.pkl", zoo / "CartPole-v1" / "vecnormalize.pkl")
+    act, env_id, info = experts.load_expert(str(zoo), None, deterministic=True)
+    obs = _obs(32)
+    assert env_id == "CartPole-v1" and info["vecnormalize"] == str(zoo / "CartPole-v1" / "vecnormalize.pkl")
+    assert [act(o) for o in obs] == model.predict(venv.normalize_obs(obs), deterministic=True)[0].tolist()
+    out = tmp_path / "d.arrow"
+    r = run_cli("demos", "record", "--expert", str(zoo), "--episodes", "1", "--out", str(out))
+    assert r.returncode == 0 and "(VecNormalize)" in r.stdout, r.stderr
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    shutil.copy(folder / "cartpole.zip", lone / "model.zip")
+    shutil.copy(folder / "vecnormalize.pkl", tmp_path / "stats.pkl")
+    r = run_cli("demos", "record", "--expert", str(lone / "model.zip"), "--env", "CartPole-v1", "--episodes", "1",
+                "--vecnormalize", str(tmp_path / "stats.pkl"), "--out", str(tmp_path / "e.arrow"))  # fmt: skip
+    assert r.returncode == 0 and "stats.pkl (VecNormalize)" in r.stdout, r.stderr
+    (tmp_path / "empty").mkdir()
+    r = run_cli("demos", "record", "--expert", str(tmp_path / "empty"), "--episodes", "1", "--out", str(out))
+    assert r.returncode == 2 and "rl-zoo3" in r.stderr and r.stderr.count("\n") == 1, r.stderr

@@ -19,7 +19,8 @@ def add_parsers(sub, cmd) -> None:
     p.add_argument(
         "--expert",
         required=True,
-        help="an SB3 .zip, a scripted expert of the env (e.g. 'scripted'), or module:function",
+        help="an SB3 .zip (PPO, A2C, SAC, TD3, DQN), an rl-zoo3 log folder (logs/ALGO/ENV_N/), a scripted expert "
+        "of the env (e.g. 'scripted'), or module:function",
     )
     p.add_argument("--env", help="the env (default: the one the expert .zip was trained on)")
     p.add_argument("--episodes", type=_count, default=50)
@@ -33,6 +34,11 @@ def add_parsers(sub, cmd) -> None:
     )
     p.add_argument("--deterministic", action="store_true", help=argparse.SUPPRESS)  # the default since gailkit 0.2
     p.add_argument("--seed", type=_seed, default=0, help="episode i is reset with seed + i")
+    p.add_argument(
+        "--vecnormalize",
+        metavar="FILE",
+        help="the expert's VecNormalize statistics (default: found beside the .zip, or rl-zoo3's ENV/vecnormalize.pkl)",
+    )
     p.set_defaults(func=cmd("demo_commands:record"))
 
     p = dem.add_parser("inspect", help="episodes, returns, spaces and env of demo files, each validated as train would")
@@ -89,7 +95,15 @@ def record(args: argparse.Namespace) -> int:
 
     from gailkit.data import demos, experts
 
-    d = experts.record_demos(args.expert, args.env, args.episodes, args.seed, sample=args.sample, log=print)
+    d = experts.record_demos(
+        args.expert,
+        args.env,
+        args.episodes,
+        args.seed,
+        sample=args.sample,
+        log=print,
+        vecnormalize_file=args.vecnormalize,
+    )
     demos.save(d, args.out)
     returns = d.episode_returns()
     assert returns is not None and d.meta.expert_return is not None  # recorded demos carry both

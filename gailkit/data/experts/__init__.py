@@ -54,14 +54,21 @@ def expert_config(env_id: str, config_file: str | None = None, overrides: Sequen
     return config.build(ExpertConfig, layers, overrides)
 
 
-def load_expert(spec: str, env_id: str | None, deterministic: bool) -> tuple[Policy | Scripted, str, dict]:
-    """`(policy, env_id, info)` for an SB3 zip, a scripted expert name of the env, or module:function."""
+def load_expert(
+    spec: str, env_id: str | None, deterministic: bool, vecnormalize_file: str | Path | None = None
+) -> tuple[Policy | Scripted, str, dict]:
+    """`(policy, env_id, info)` for an SB3 zip, an rl-zoo3 log folder (`logs/ALGO/ENV_N/`), a scripted
+    expert name of the env, or module:function. `vecnormalize_file`: the zip's VecNormalize statistics
+    (default: found beside it, `vecnormalize.find`)."""
     path = Path(spec)
+    typed = env_id is not None  # a code env may load only when the user typed it (files are data)
+    if path.is_dir():
+        path, folder_env = _zoo_model(path)
+        env_id = env_id or folder_env
     if path.suffix == ".zip":
         if not path.is_file():
             raise ExpertError(f"--expert {spec}: no such file")
         meta_path = path.with_suffix(".json")
-        typed = env_id is not None  # a code env may load only when the user typed it (the .json is data)
         try:
             info = json.loads(fsutil.read_regular(meta_path, 16 << 20)) if meta_path.exists() else {}
         except (OSError, ValueError, GailkitError) as e:
@@ -82,7 +89,7 @@ def load_expert(spec: str, env_id: str | None, deterministic: bool) -> tuple[Pol
             raise ExpertError(str(e)) from None
         from gailkit.data.experts import vecnormalize
 
-        stats_path = vecnormalize.find(path)
+        stats_path = Path(vecnormalize_file) if vecnormalize_file else vecnormalize.find(path)
         stats = None if stats_path is None else vecnormalize.read(stats_path, obs_space)
         if stats is not None:
             vecnormalize.apply(pol, stats)
@@ -104,6 +111,22 @@ def load_expert(spec: str, env_id: str | None, deterministic: bool) -> tuple[Pol
     names = ", ".join(sorted(scripted)) or "none"
     raise ExpertError(
         f"--expert {spec}: not a .zip file, nor a scripted expert of {env_id} (it has: {names}), nor module:function"
+    )
+
+
+def _zoo_model(folder: Path) -> tuple[Path, str | None]:
+    """An rl-zoo3 log folder's model and env: `logs/ppo/CartPole-v1_1/` holds `CartPole-v1.zip` (and
+    `best_model.zip` with evaluation on); its VecNormalize statistics in `CartPole-v1/vecnormalize.pkl`."""
+    env = re.sub(r"_\d+$", "", folder.name) or None
+    for name in (f"{env}.zip", "best_model.zip"):
+        if (folder / name).is_file():
+            return folder / name, env
+    zips = sorted(folder.glob("*.zip"))
+    if len(zips) == 1:
+        return zips[0], env
+    raise ExpertError(
+        f"--expert {folder}: a folder holding {env}.zip or best_model.zip (rl-zoo3's logs/ALGO/ENV_N/), "
+        f"found {', '.join(z.name for z in zips) or 'no .zip'}"
     )
 
 
@@ -140,6 +163,7 @@ def record_demos(
     seed: int,
     sample: bool = False,
     log: Callable[[str], None] = lambda line: None,
+    vecnormalize_file: str | Path | None = None,
 ) -> demos.Demos:
     """Demos of an expert with the expert policy's own return in their metadata.
 
@@ -148,13 +172,13 @@ def record_demos(
     is measured on other seeds (`seed + 100000 + i`) for the metadata.
     """
     allow_code = env_id is not None
-    pol, env_name, info = load_expert(spec, env_id, deterministic=not sample)
+    pol, env_name, info = load_expert(spec, env_id, not sample, vecnormalize_file)
     if "vecnormalize" in info:
         log(f"expert: {spec} with the observation statistics of {info['vecnormalize']} (VecNormalize)")
     d = record(pol, env_name, episodes, seed, source=spec, allow_code=allow_code)
     reference = d.episode_returns()
     if sample:
-        det, _, _ = load_expert(spec, env_name, deterministic=True)
+        det, _, _ = load_expert(spec, env_name, True, vecnormalize_file)
         reference = record(
             det, env_name, max(10, min(episodes, 50)), seed + 100_000, spec, allow_code
         ).episode_returns()

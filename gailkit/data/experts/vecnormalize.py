@@ -2,8 +2,8 @@
 
 An expert trained with `VecNormalize` acts on normalized observations; loaded without the statistics
 it acts on raw ones and plays like a random policy (or worse). SB3 saves them with
-`VecNormalize.save` as a pickle (rl-zoo3: `vecnormalize.pkl` in the model's folder). gailkit finds
-that file beside the `.zip` (`STATS_NAMES`), reads it with the restricted unpickler, where
+`VecNormalize.save` as a pickle (rl-zoo3: `ENV/vecnormalize.pkl` beside `ENV.zip`). gailkit finds
+that file beside the `.zip` (`STATS_NAMES`), or takes the one named by `--vecnormalize FILE`, reads it with the restricted unpickler, where
 VecNormalize, RunningMeanStd and gymnasium's spaces resolve to inert records (none of their code
 runs; any other global is refused), checks the numbers, and puts them into a `NormalizedFlatten`
 in front of the policy's layers, SB3's formula, epsilon and clip included.
@@ -25,7 +25,7 @@ from gailkit.core import fsutil
 from gailkit.core.errors import ExpertError, GailkitError
 from gailkit.data.demos import unpickler
 
-STATS_NAMES = ("{stem}_vecnormalize.pkl", "{stem}.vecnormalize.pkl", "vecnormalize.pkl")
+STATS_NAMES = ("{stem}_vecnormalize.pkl", "{stem}.vecnormalize.pkl", "vecnormalize.pkl", "{stem}/vecnormalize.pkl")
 MAX_BYTES = 64 << 20
 
 
