@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+from gailkit.cli.demo_commands import parse_columns
+from gailkit.config.envid import canonical, same_env
 from gailkit.core.errors import ConfigError
 
 _FLEET_FLAGS = {
@@ -47,21 +49,18 @@ def _train_overrides(args: argparse.Namespace) -> list[str]:
     for flag in ("total_steps", "device", "seed"):
         if getattr(args, flag) is not None:
             overrides.append(f"{flag}={getattr(args, flag)}")
-    if args.unsafe_pickle:
-        overrides.append("unsafe_pickle=true")
-    for flag, key in _FLEET_FLAGS.items():
-        if getattr(args, flag) is not None:
-            overrides.append(f"{key}={getattr(args, flag)}")
+    overrides += ["unsafe_pickle=true"] if args.unsafe_pickle else []
+    overrides += [
+        f"{key}={getattr(args, flag)}" for flag, key in _FLEET_FLAGS.items() if getattr(args, flag) is not None
+    ]
     if getattr(args, "columns", None):
-        from gailkit.cli.demo_commands import parse_columns
-
         overrides.append(f"demo_columns={json.dumps(parse_columns(args.columns))}")
     return overrides
 
 
 def typed_env(args: argparse.Namespace, env_id: str) -> bool:
     """Whether `env_id` was typed in this invocation (`--env` or `--set env.id=`), so may name code."""
-    return env_id == args.env or f"env.id={env_id}" in [o.replace(" ", "") for o in args.overrides]
+    return same_env(env_id, args.env) or f"env.id={env_id}" in [o.replace(" ", "") for o in args.overrides]
 
 
 def train(args: argparse.Namespace) -> int:
@@ -80,9 +79,9 @@ def train(args: argparse.Namespace) -> int:
         if not saved.is_file():
             raise ConfigError(f"--resume {args.resume}: no config.yaml there (is it a run directory?)")
         cfg = config.build(TrainConfig, [(str(saved), config.read_settings(saved))], overrides)
-        if args.env and args.env != cfg.env.id:
+        run_dir, allow_code = args.resume, typed_env(args, cfg.env.id)  # code named by a file runs only if typed again
+        if args.env and not allow_code:
             raise ConfigError(f"--resume {args.resume}: the run trains {cfg.env.id}, not {args.env}")
-        run_dir, allow_code = args.resume, args.env == cfg.env.id  # code named by a file runs only if typed again
     else:
         if not args.env and not args.config:
             raise ConfigError("--env is required (or --config FILE naming env.id, or --resume RUN_DIR)")
@@ -91,6 +90,8 @@ def train(args: argparse.Namespace) -> int:
             raise ConfigError(f"--config {args.config}: names no env.id; pass --env")
         run_dir = args.run_dir or Path("runs") / f"{experts.slug(cfg.env.id)}-{time.strftime('%Y%m%d-%H%M%S')}"
         allow_code = typed_env(args, cfg.env.id)
+        if allow_code:  # a file env is recorded by its absolute path: evaluate and export find it from anywhere
+            cfg.env.id = canonical(cfg.env.id)
     s = train_mod.train(cfg, run_dir, resume=args.resume is not None, quiet=args.quiet, allow_code=allow_code)
     state = "interrupted, checkpoint saved" if s["interrupted"] else "done"
     print(f"{state}: {s['rounds']} rounds, {s['env_steps']:,} env steps in {s['seconds']:.0f} s -> {s['run_dir']}")
@@ -150,8 +151,7 @@ def actor(args: argparse.Namespace) -> int:
 def keys_generate(args: argparse.Namespace) -> int:
     from gailkit.rollout import transport
 
-    path = transport.generate_keys(args.out)
-    print(f"wrote {path} (mode 0600): pass it as --key-file to the learner and to every actor")
+    print(f"wrote {transport.generate_keys(args.out)} (mode 0600): pass it as --key-file to learner and actors")
     return 0
 
 
@@ -210,7 +210,7 @@ def infer(args: argparse.Namespace) -> int:
 
     pi = OnnxPolicy(args.model)
     env_id = args.env or pi.env_id
-    if args.env and pi.env_id and args.env != pi.env_id:
+    if args.env and pi.env_id and not envs.same_env(args.env, pi.env_id):
         raise InferenceError(f"{args.model} was exported for {pi.env_id}, not {args.env}")
     if args.episodes < 1:
         raise InferenceError(f"--episodes must be >= 1, got {args.episodes}")

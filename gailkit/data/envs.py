@@ -75,12 +75,7 @@ def load_user_attr(spec: str, flag: str = "--env") -> Any:
     return value
 
 
-def canonical(spec: str) -> str:
-    """`path/file.py:Class` with its path made absolute (the same file from any folder); other names as they are."""
-    target, _, attr = spec.rpartition(":")
-    if target.endswith(".py") or "/" in target:
-        return f"{Path(target).resolve()}:{attr}"
-    return spec
+from gailkit.config.envid import canonical, same_env  # noqa: E402, F401  (re-exports)
 
 
 def _load_class(name: str) -> type:

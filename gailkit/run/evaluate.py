@@ -3,7 +3,7 @@
 For a run (or one of its checkpoints) the normalized score uses the references the run fixed when
 it started (the expert policy's return from the demos' metadata, else the demos' mean return; a
 random policy's return over the run's own seeds), so `train` and `evaluate` agree; `--demos`
-replaces the expert reference. Report schema (version 2), every field always present (null when
+replaces the expert reference. Report schema (version 3: 2 plus video and stochastic), every field always present (null when
 unknown):
   schema, env_id, source, checkpoint, episodes, seed,
   policy: {return_mean, return_std, length_mean, length_std, returns},
@@ -18,6 +18,7 @@ unknown):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from gailkit.config import EnvConfig, TrainConfig
+from gailkit.config.envid import same_env
 from gailkit.core import fsutil
 from gailkit.core.errors import GailkitError
 from gailkit.data import demos, envs
@@ -32,7 +34,7 @@ from gailkit.model import policy
 from gailkit.run import checkpoint, rundir
 from gailkit.run.checkpoint import RANDOM_EPISODES, References
 
-SCHEMA = 2
+SCHEMA = 3
 
 
 class EvaluateError(GailkitError):
@@ -49,9 +51,10 @@ def _load(source: Path, env_id: str | None, which: str, deterministic: bool = Tr
     path = rundir.resolve(source, which)
     pol, state = checkpoint.load_policy(path)
     cfg = state.settings
-    if env_id and env_id != cfg.env.id:
+    if env_id and not same_env(env_id, cfg.env.id):
         raise EvaluateError(f"{source} was trained on {cfg.env.id}, not {env_id}")
-    return policy.deterministic_actor(pol, deterministic), cfg.env, env_id == cfg.env.id, cfg, state, path
+    env_cfg = dataclasses.replace(cfg.env, id=env_id) if env_id else cfg.env  # the same env, as typed here
+    return policy.deterministic_actor(pol, deterministic), env_cfg, env_id is not None, cfg, state, path
 
 
 def _episode_stats(out: dict[str, Any]) -> dict[str, Any]:
@@ -101,7 +104,7 @@ def evaluate(
         from gailkit.inference import OnnxPolicy
 
         onnx_policy = OnnxPolicy(onnx_path)
-        if onnx_policy.env_id != env_cfg.id:
+        if not same_env(onnx_policy.env_id, env_cfg.id):
             raise EvaluateError(f"{onnx_path} was exported for {onnx_policy.env_id}, not {env_cfg.id}")
         onnx_stats = {
             "path": str(onnx_path),

@@ -83,7 +83,7 @@ def load_search(path: Path, allow_code_env: str | None = None) -> tuple[Search, 
     search.resources = check_resources(data.get("resources", {"cpu": 1.0, "gpu": 0.0}), str(path))
     from gailkit.data import envs
 
-    return search, allow_code_env is not None and envs.canonical(allow_code_env) == envs.canonical(base.env.id)
+    return search, envs.same_env(allow_code_env, base.env.id)
 
 
 def check_resources(value: Any, source: str) -> dict[str, float]:

@@ -21,7 +21,7 @@ from gailkit.core.fragments import Fragment
 from gailkit.model import policy
 
 
-class _SpacesOnly(gym.Env):
+class SpacesOnly(gym.Env):
     """Gives SB3's PPO the spaces it asks its env for; never stepped."""
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space):
@@ -59,7 +59,7 @@ class PPOGenerator:
         seed: int,
     ):
         self.cfg = cfg
-        venv = DummyVecEnv([lambda: _SpacesOnly(observation_space, action_space)] * n_envs)
+        venv = DummyVecEnv([lambda: SpacesOnly(observation_space, action_space)] * n_envs)
         self.ppo = policy.make_ppo(venv, cfg, net, normalize_obs, device, seed, transpose_images=False)
         self.logger = _Capture()
         self.ppo.set_logger(self.logger)

@@ -13,6 +13,7 @@ import gymnasium as gym
 import numpy as np
 
 from gailkit import __version__
+from gailkit.config.envid import same_env
 from gailkit.core.errors import DemoError, GailkitError
 from gailkit.data.demos import arrow_io, imitation_io, minari_io, pickle_io
 from gailkit.data.demos.core import DemoMeta, Demos, concat, describe_space, space_from_json, space_to_json
@@ -172,7 +173,7 @@ def load(
     for f in files:
         try:
             file_env, d = _peek_env_id(f, unsafe_pickle)
-            if env_id is not None and file_env is not None and file_env != env_id:
+            if env_id is not None and file_env is not None and not same_env(file_env, env_id):
                 held.append(f"{f.name} ({file_env})")
                 continue
             d = d if d is not None and not columns else load_file(f, unsafe_pickle, columns)
@@ -210,12 +211,7 @@ def load(
         meta.expert_return, meta.expert_return_std, meta.expert_episodes = experts_seen.pop()
         meta.sampled = first.sampled if all(c.meta.sampled == first.sampled for c in chosen) else None
     else:
-        returns = ", ".join(
-            f"{Path(c.meta.path or '?').name} {c.meta.expert_return:.1f}"
-            if c.meta.expert_return is not None
-            else f"{Path(c.meta.path or '?').name} unknown"
-            for c in chosen
-        )
+        returns = ", ".join(f"{Path(c.meta.path or '?').name} {c.meta.expert_return}" for c in chosen)
         warnings.warn(
             f"{path}: demos of {len(chosen)} files from different experts are merged (expert returns: {returns}); "
             "no one expert's return is the reference, the demos' mean return is; point --demos at one file to "

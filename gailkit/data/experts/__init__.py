@@ -12,6 +12,7 @@ import numpy as np
 
 from gailkit import __version__, config
 from gailkit.config import EnvConfig, ExpertConfig
+from gailkit.config.envid import same_env
 from gailkit.core import fsutil
 from gailkit.core.errors import EnvError, ExpertError, GailkitError
 from gailkit.data import demos, envs
@@ -75,7 +76,7 @@ def load_expert(
             raise ExpertError(f"{meta_path}: not readable JSON ({e})") from None
         info = info if isinstance(info, dict) else {}
         file_env = info.get("env_id") if isinstance(info.get("env_id"), str) else None
-        if env_id and file_env and env_id != file_env:
+        if env_id and file_env and not same_env(env_id, file_env):
             raise ExpertError(f"--expert {spec} was trained on {file_env}, not {env_id}")
         env_id = env_id or file_env
         if not env_id:

@@ -18,6 +18,7 @@ import socket
 import time
 from collections.abc import Callable
 
+from gailkit.config.envid import same_env
 from gailkit.core.errors import ConfigError, EnvError
 from gailkit.rollout import transport, wire
 from gailkit.rollout.actor import Actor, ActorSpec
@@ -113,7 +114,7 @@ class _Worker:
             return None
         self.run_id, self.my_id, self.heartbeat_s = header.run_id, spec.actor_id, spec.heartbeat_s
         if self.actor is None:
-            self.actor = Actor(spec, allow_code=spec.env.id == self.allowed_env)
+            self.actor = Actor(spec, allow_code=same_env(spec.env.id, self.allowed_env))
             try:
                 self.actor.start()
             except EnvError as e:
