@@ -37,3 +37,17 @@ def test_a_notebook_trains_from_the_top_level_names(tmp_path):
     assert seen and summary["env_steps"] >= 256
     demos = gailkit.load_demos("data/customenv.arrow")
     assert len(demos) > 0 and demos.obs.shape[1:] == (2,)
+
+
+def test_the_readmes_python_example_runs_as_written(tmp_path):
+    """The README's notebook-sized example, run as it stands (its run folder moved to a temp one)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text()
+    section = readme[readme.index("### From Python, with callbacks") :]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1).replace("runs/notebook", str(tmp_path / "nb"))
+    r = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (tmp_path / "nb" / "final" / "checkpoint.pt").is_file() and r.stdout.strip()
