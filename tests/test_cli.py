@@ -181,3 +181,27 @@ def test_expert_train_says_how_it_rounds_its_steps(tmp_path):
         in r.stdout
     ), r.stdout
     assert (tmp_path / "e.zip").is_file() and (tmp_path / "e.json").is_file()
+
+
+def test_every_command_shows_its_defaults_and_one_example():
+    from gailkit.cli import build_parser
+    from gailkit.cli.help import EXAMPLES
+
+    leaves = []
+
+    def walk(parser):
+        subs = [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
+        if not subs:
+            leaves.append(parser)
+        for action in subs:
+            for child in action.choices.values():
+                walk(child)
+
+    walk(build_parser())
+    assert {p.prog for p in leaves} == set(EXAMPLES)
+    for p in leaves:
+        text = p.format_help()
+        assert f"example: {EXAMPLES[p.prog]}".split()[:3] == text[text.index("example:") :].split()[:3], p.prog
+    assert "(default: 50)" in build_parser()._subparsers._group_actions[0].choices["evaluate"].format_help()
+    r = run_cli("config", "show", "--env", "CartPole-v1", "--preset", "fast")
+    assert r.returncode == 0 and "total_steps: 50000" in r.stdout and "# --preset fast" in r.stdout

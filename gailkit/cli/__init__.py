@@ -105,7 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-dir", type=Path, help="where the run goes (default runs/<env>-<time>); a new or empty folder")
     p.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue a run from its newest readable checkpoint")
     p.add_argument(
-        "--preset", help="a named set of settings applied before --config and --set (tiny: seconds-long runs)"
+        "--preset",
+        help="a named set of settings applied before --config and --set (tiny: seconds; fast: 50k steps; quality: 1M steps)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar or per-round lines; metrics files only")
     p.add_argument(
@@ -201,7 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resources", default="cpu=1,gpu=0", help="per trial, e.g. cpu=2,gpu=0.5")
     p.add_argument("--out", type=Path, help="where the search goes (default tune/<env>-<time>)")
     p.add_argument("--resume", type=Path, metavar="OUT", help="continue an interrupted search")
-    p.add_argument("--preset", help="a named set of settings under every trial (tiny: seconds-long runs)")
+    p.add_argument(
+        "--preset", help="a named set of settings under every trial (tiny: seconds; fast: 50k steps; quality: 1M steps)"
+    )
     _config_flags(p)
     p.set_defaults(func=_cmd("commands:tune"))
 
@@ -217,13 +220,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--env", help="gymnasium id, envs/ name, module:Class or file.py:Class")
     p.add_argument("--demos", help="a demo file or folder")
-    p.add_argument("--preset", help="a named set of settings (tiny)")
+    p.add_argument("--preset", help="a named set of settings (tiny, fast, quality)")
     _config_flags(p)
     p.set_defaults(func=_cmd("commands:config_show"))
 
     from gailkit.cli.demo_commands import add_parsers
 
     add_parsers(sub, _cmd)
+    from gailkit.cli.help import finish
+
+    finish(parser)
     return parser
 
 

@@ -26,6 +26,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "disc": {"net_arch": [16], "demo_batch_size": 32, "n_disc_updates_per_round": 2},
         "bc": {"batch_size": 32, "critic_warmup_rounds": 0},
     },
+    "fast": {"total_steps": 50_000, "eval_episodes": 5},  # a first look in minutes
+    "quality": {"total_steps": 1_000_000, "eval_episodes": 20},  # the MuJoCo budget of BENCHMARKS.md
 }
 # Settings of gailkit 0.1 that moved into the `fleet` section (read from old runs' config.yaml).
 _MOVED_TO_FLEET = tuple(
