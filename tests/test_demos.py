@@ -399,7 +399,7 @@ def test_the_expert_policys_return_travels_with_the_demos(tmp_path, custom_demos
         assert demos.expert_reference(back) == (0.9, "expert policy")
     other = dataclasses.replace(d, meta=dataclasses.replace(meta, expert_return=0.5))
     demos.save(other, tmp_path / "other.arrow")
-    both = demos.load(tmp_path, env_id="CustomEnv", spaces=envs.spaces("CustomEnv"))
+    both = demos.load(tmp_path, env_id="CustomEnv", spaces=envs.spaces("CustomEnv"), merge=True)
     assert (
         both.meta.expert_return is None and demos.expert_reference(both)[1] == "demos"
     )  # two experts: no one reference
@@ -439,10 +439,10 @@ def test_a_folder_skips_what_is_not_demos_and_says_when_experts_are_merged(tmp_p
     assert len(d) == len(custom_demos) and d.meta.expert_return == custom_demos.meta.expert_return
     other = dataclasses.replace(custom_demos, meta=dataclasses.replace(custom_demos.meta, expert_return=0.25))
     demos.save(other, tmp_path / "b.arrow")
-    with pytest.warns(
-        demos.DemoWarning, match=r"demos of 2 files from different experts are merged .*a.arrow .*b.arrow 0.2"
-    ):
-        d = demos.load(tmp_path, env_id="CustomEnv", spaces=envs.spaces("CustomEnv"))
+    with pytest.raises(demos.DemoError, match=r"holds demos of 2 files from different experts .*b.arrow 0.25.*--merge"):
+        demos.load(tmp_path, env_id="CustomEnv", spaces=envs.spaces("CustomEnv"))
+    with pytest.warns(demos.DemoWarning, match=r"demos of 2 files from different experts are merged \(--merge"):
+        d = demos.load(tmp_path, env_id="CustomEnv", spaces=envs.spaces("CustomEnv"), merge=True)
     assert len(d) == 2 * len(custom_demos) and d.meta.expert_return is None
     with pytest.raises(demos.DemoError, match="vecnormalize.pkl"):  # named on its own, it is an error
         demos.load(tmp_path / "vecnormalize.pkl", env_id="CustomEnv")

@@ -99,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=COLUMN,...",
         help="an Arrow/Parquet table's own column names, e.g. obs=observation,acts=action (x+y+z stacks scalar columns)",
     )
+    p.add_argument("--merge", action="store_true", help="learn from a folder's demos of different experts as one set")
     p.add_argument("--total-steps", type=int, help="env steps to collect in all")
     p.add_argument("--device", help="learner device: auto (CUDA when present), cpu, cuda")
     p.add_argument("--seed", type=_seed)

@@ -12,7 +12,12 @@ from gailkit.cli.demo_commands import parse_columns
 from gailkit.config.envid import canonical, same_env
 from gailkit.core.errors import ConfigError
 
-_FLEET_FLAGS = {
+_FLAGS = {  # flags that set one setting each
+    "total_steps": "total_steps",
+    "device": "device",
+    "seed": "seed",
+    "unsafe_pickle": "unsafe_pickle",
+    "merge": "demo_merge",
     "actors": "fleet.actors",
     "envs_per_actor": "fleet.envs_per_actor",
     "local_actors": "fleet.local_actors",
@@ -46,15 +51,9 @@ def expert_train(args: argparse.Namespace) -> int:
 
 def _train_overrides(args: argparse.Namespace) -> list[str]:
     overrides = list(args.overrides)
-    for flag in ("total_steps", "device", "seed"):
-        if getattr(args, flag) is not None:
-            overrides.append(f"{flag}={getattr(args, flag)}")
-    overrides += ["unsafe_pickle=true"] if args.unsafe_pickle else []
-    overrides += [
-        f"{key}={getattr(args, flag)}" for flag, key in _FLEET_FLAGS.items() if getattr(args, flag) is not None
-    ]
-    if getattr(args, "columns", None):
-        overrides.append(f"demo_columns={json.dumps(parse_columns(args.columns))}")
+    given = {key: getattr(args, flag, None) for flag, key in _FLAGS.items()}  # 0 is a value, None/False are not
+    overrides += [f"{key}={value}" for key, value in given.items() if value is not None and value is not False]
+    overrides += [f"demo_columns={json.dumps(parse_columns(args.columns))}"] if getattr(args, "columns", None) else []
     return overrides
 
 

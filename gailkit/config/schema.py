@@ -190,6 +190,8 @@ class TrainConfig(_Checked):
     demos: str = "data"
     """A demo file or folder; a folder serves only the files for `env.id`."""
     demo_columns: dict[str, str] = _f({}, COLUMNS)
+    demo_merge: bool = False
+    """Learn from a folder's demos of different experts as one set (`--merge`); else that is refused."""
     """An Arrow or Parquet table's own column names, e.g. {obs: observation, acts: action}; `x+y+z`
     stacks scalar columns into one vector (`--columns obs=x+y+z,acts=action`)."""
     unsafe_pickle: bool = False

@@ -151,14 +151,10 @@ def export(
 def export_sb3(source: str | Path, out: str | Path, which: str = "best") -> Path:
     """The trained policy as a plain stable-baselines3 `PPO` zip (`PPO.load(out)` works where gailkit
     is installed: the observation normalizer is gailkit's `NormalizedFlatten`)."""
-    from stable_baselines3.common.vec_env import DummyVecEnv
-
-    from gailkit.algo.generator.ppo import SpacesOnly
-
     ckpt = rundir.resolve(source, which)
     pol, state = checkpoint.load_policy(ckpt, "cpu")
     cfg = state.settings  # the spaces come from the checkpoint: no env is made, so none needs --env
-    venv = DummyVecEnv([lambda: SpacesOnly(state.observation_space, state.action_space)])
+    venv = policy.spaces_only_venv(state.observation_space, state.action_space)
     try:
         ppo_cfg = dataclasses.replace(cfg.ppo, n_steps=max(cfg.ppo.n_steps, cfg.ppo.batch_size))
         model = policy.make_ppo(venv, ppo_cfg, cfg.policy, cfg.normalize_obs, "cpu")

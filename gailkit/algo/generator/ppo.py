@@ -14,24 +14,10 @@ import gymnasium as gym
 import numpy as np
 import torch as th
 from stable_baselines3.common.logger import Logger
-from stable_baselines3.common.vec_env import DummyVecEnv
 
 from gailkit.config import PolicyConfig, PPOConfig, TrainConfig
 from gailkit.core.fragments import Fragment
 from gailkit.model import policy
-
-
-class SpacesOnly(gym.Env):
-    """Gives SB3's PPO the spaces it asks its env for; never stepped."""
-
-    def __init__(self, observation_space: gym.Space, action_space: gym.Space):
-        self.observation_space, self.action_space = observation_space, action_space
-
-    def reset(self, *, seed=None, options=None):  # pragma: no cover - never called
-        raise RuntimeError("the generator's env is a placeholder and is never stepped")
-
-    def step(self, action):  # pragma: no cover - never called
-        raise RuntimeError("the generator's env is a placeholder and is never stepped")
 
 
 class _Capture(Logger):
@@ -59,7 +45,7 @@ class PPOGenerator:
         seed: int,
     ):
         self.cfg = cfg
-        venv = DummyVecEnv([lambda: SpacesOnly(observation_space, action_space)] * n_envs)
+        venv = policy.spaces_only_venv(observation_space, action_space, n_envs)
         self.ppo = policy.make_ppo(venv, cfg, net, normalize_obs, device, seed, transpose_images=False)
         self.logger = _Capture()
         self.ppo.set_logger(self.logger)

@@ -1,7 +1,6 @@
 """Demonstration files: discover, read (Arrow, Parquet, pickle, imitation datasets), validate, write.
 
-demos.load("data/", env_id="CartPole-v1", spaces=(obs_space, act_space)) -> Demos
-demos.save(d, "data/x.parquet")
+demos.load("data/", env_id="CartPole-v1", spaces=(obs_space, act_space)) -> Demos;  demos.save(d, "data/x.parquet")
 """
 
 from __future__ import annotations
@@ -159,6 +158,7 @@ def load(
     spaces: tuple[gym.Space, gym.Space] | None = None,
     unsafe_pickle: bool = False,
     columns: dict[str, str] | None = None,
+    merge: bool = False,
 ) -> Demos:
     """All demos under `path` for `env_id`, validated against `spaces` (obs, act) when given.
 
@@ -212,10 +212,14 @@ def load(
         meta.sampled = first.sampled if all(c.meta.sampled == first.sampled for c in chosen) else None
     else:
         returns = ", ".join(f"{Path(c.meta.path or '?').name} {c.meta.expert_return}" for c in chosen)
+        if not merge:
+            raise DemoError(
+                f"{path}: holds demos of {len(chosen)} files from different experts (expert returns: {returns}); "
+                "point --demos at one file, or pass --merge to learn from all of them as one"
+            )
         warnings.warn(
-            f"{path}: demos of {len(chosen)} files from different experts are merged (expert returns: {returns}); "
-            "no one expert's return is the reference, the demos' mean return is; point --demos at one file to "
-            "learn one expert",
+            f"{path}: demos of {len(chosen)} files from different experts are merged (--merge; expert returns: "
+            f"{returns}); no one expert's return is the reference, the demos' mean return is",
             DemoWarning,
             2,
         )

@@ -120,6 +120,26 @@ def make_ppo(
     return model
 
 
+class SpacesOnly(gym.Env):
+    """Gives SB3's PPO the spaces it asks its env for; never stepped."""
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space):
+        self.observation_space, self.action_space = observation_space, action_space
+
+    def reset(self, *, seed=None, options=None):  # pragma: no cover - never called
+        raise RuntimeError("a spaces-only env and is never stepped")
+
+    def step(self, action):  # pragma: no cover - never called
+        raise RuntimeError("a spaces-only env and is never stepped")
+
+
+def spaces_only_venv(observation_space: gym.Space, action_space: gym.Space, n_envs: int = 1) -> Any:
+    """An SB3 vector env that only carries the spaces (to build an SB3 algorithm that never steps it)."""
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    return DummyVecEnv([lambda: SpacesOnly(observation_space, action_space)] * n_envs)
+
+
 def normalizer(pol: ActorCriticPolicy) -> NormalizedFlatten:
     """The policy's observation normalizer (vector observations; see `update_normalizer` for any)."""
     ext = pol.features_extractor
