@@ -44,3 +44,12 @@ def run_cli(
         text=True,
         timeout=timeout,
     )
+
+
+def small_generator(observation_space, action_space, ppo, net_arch=(8,), normalize_obs=False, n_envs=1):
+    """A PPO generator with a small network on CPU, seed 0 (what the generator and actor tests train)."""
+    from gailkit.algo.generator.ppo import PPOGenerator
+    from gailkit.config import PolicyConfig
+
+    net = PolicyConfig(net_arch=list(net_arch))
+    return PPOGenerator(observation_space, action_space, ppo, net, normalize_obs, n_envs, "cpu", 0)

@@ -4,6 +4,7 @@ import pytest
 from gailkit.config import EnvConfig, PolicyConfig, PPOConfig
 from gailkit.model import policy
 from gailkit.rollout.actor import Actor, ActorSpec
+from tests.conftest import small_generator
 
 CFG = PolicyConfig(net_arch=[16])
 
@@ -139,7 +140,6 @@ def test_fragments_never_hold_the_reset_step_and_keep_true_final_obs(monkeypatch
 
 def test_truncation_bootstraps_from_the_true_final_observation(monkeypatch):
     """The PPO target of a truncated step adds gamma * V(final obs), that of a terminated step adds nothing."""
-    from gailkit.algo.generator.ppo import PPOGenerator as Generator
     from gailkit.data import envs
 
     cls = _Counter.make()
@@ -148,16 +148,7 @@ def test_truncation_bootstraps_from_the_true_final_observation(monkeypatch):
     a.start()
     f = a.sample(12)
     cfg = PPOConfig(n_steps=12, batch_size=12, n_epochs=1, gamma=0.5)
-    gen = Generator(
-        a.observation_space,
-        a.action_space,
-        cfg,
-        PolicyConfig(net_arch=[8]),
-        normalize_obs=False,
-        n_envs=1,
-        device="cpu",
-        seed=0,
-    )
+    gen = small_generator(a.observation_space, a.action_space, cfg)
     v_final = gen.values(np.array([[5, 1]], np.float32)).item()  # the truncated episode's last obs, t = 5
     v_reset = gen.values(np.array([[0, 2]], np.float32)).item()  # what a next-step autoreset would show
     assert abs(v_final - v_reset) > 1e-4

@@ -9,6 +9,7 @@ from gailkit.config import PolicyConfig, PPOConfig
 from gailkit.core.fragments import Fragment
 from gailkit.data import experts
 from gailkit.model import policy
+from tests.conftest import small_generator
 
 CFG = PPOConfig(n_steps=64, batch_size=32, n_epochs=2, learning_rate=1e-3)
 NET = PolicyConfig(net_arch=[16])
@@ -82,16 +83,7 @@ def test_update_from_fragment_matches_sb3():
 def test_truncation_bootstraps_from_final_value():
     venv = experts.make_vec_env("CartPole-v1", n_envs=1, seed=0)
     cfg = PPOConfig(n_steps=4, batch_size=4, n_epochs=1, gamma=0.5, gae_lambda=1.0)
-    gen = Generator(
-        venv.observation_space,
-        venv.action_space,
-        cfg,
-        PolicyConfig(net_arch=[8]),
-        normalize_obs=False,
-        n_envs=1,
-        device="cpu",
-        seed=0,
-    )
+    gen = small_generator(venv.observation_space, venv.action_space, cfg)
     obs = np.random.default_rng(0).normal(size=(4, 1, 4)).astype(np.float32)
     nxt = np.random.default_rng(1).normal(size=(4, 1, 4)).astype(np.float32)
     trunc = np.array([[False], [True], [False], [False]])
@@ -119,16 +111,7 @@ def test_truncation_bootstraps_from_final_value():
 def test_value_only_update_leaves_the_actor_alone():
     venv = experts.make_vec_env("CartPole-v1", n_envs=1, seed=0)
     cfg = PPOConfig(n_steps=16, batch_size=16, n_epochs=2)
-    gen = Generator(
-        venv.observation_space,
-        venv.action_space,
-        cfg,
-        PolicyConfig(net_arch=[8]),
-        normalize_obs=False,
-        n_envs=1,
-        device="cpu",
-        seed=0,
-    )
+    gen = small_generator(venv.observation_space, venv.action_space, cfg)
     rng = np.random.default_rng(0)
     frag = Fragment(
         obs=rng.normal(size=(16, 1, 4)).astype(np.float32),
