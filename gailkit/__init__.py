@@ -1,7 +1,8 @@
 """gailkit: imitation learning with GAIL, from expert demonstration files to an ONNX policy.
 
 The public names, imported on first use (so `import gailkit` stays light, and `gailkit.OnnxPolicy`
-needs no torch): `train`, `train_config`, `Callback`, `load_demos`, `OnnxPolicy`, `TrainConfig`.
+needs no torch): `train`, `train_config`, `Callback`, `load_demos`, `evaluate`, `export`, `OnnxPolicy`,
+`TrainConfig`.
 The sub-packages, bottom to top: `core`, `config`, `model`, `data`, `rollout` | `algo`, `run`,
 `tune`, `cli` (ARCHITECTURE.md).
 """
@@ -21,6 +22,8 @@ _PUBLIC = {
     "Callback": "gailkit.run.callbacks:Callback",
     "load_demos": "gailkit.data.demos:load",
     "OnnxPolicy": "gailkit.inference:OnnxPolicy",
+    "evaluate": "gailkit.run.evaluate:evaluate",
+    "export": "gailkit.run.export:export",
     "TrainConfig": "gailkit.config:TrainConfig",
 }
 __all__ = ["__version__", *_PUBLIC]

@@ -11,7 +11,8 @@ import gailkit
 def test_public_names_are_listed_and_import_lazily():
     code = (
         "import sys, gailkit\n"
-        "assert {'train', 'train_config', 'Callback', 'load_demos', 'OnnxPolicy', 'TrainConfig'} <= set(dir(gailkit))\n"
+        "assert {'train', 'train_config', 'Callback', 'load_demos', 'evaluate', 'export', 'OnnxPolicy', 'TrainConfig'}"
+        " <= set(dir(gailkit))\n"
         "assert 'torch' not in sys.modules\n"
         "gailkit.OnnxPolicy\n"
         "assert 'torch' not in sys.modules, 'OnnxPolicy needs onnxruntime only'\n"
