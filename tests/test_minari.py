@@ -152,3 +152,16 @@ def test_demos_without_actions_everywhere(tmp_path, cartpole_demos):
     with pytest.raises(demos.DemoError, match="Minari datasets hold actions"):
         demos.save(demos.load_file(tmp_path / "a.arrow"), "minari:x/y-v0")
     assert experts is not None
+
+
+@pytest.mark.parametrize("storage", ["hdf5", "arrow"])
+def test_image_demos_round_trip_through_minari_losslessly(minari_root, storage):
+    """uint8 frames written by gailkit come back byte for byte (no JPEG), and their bounds, which
+    Minari writes as lists nested to the frame's shape, are read."""
+    from tests.space_envs import ImageObs
+
+    d = experts.record(experts.Scripted(lambda env: ImageObs.expert), "tests/space_envs.py:ImageObs", 3, 0, "test")
+    demos.save(d, f"minari:test/img-{storage}-v0", minari_format=storage)
+    back = demos.load_file(f"minari:test/img-{storage}-v0")
+    assert back.obs.dtype == np.uint8 and np.array_equal(back.obs, d.obs) and np.array_equal(back.next_obs, d.next_obs)
+    assert demos.space_from_json(back.meta.observation_space) == ImageObs.observation_space

@@ -193,8 +193,9 @@ def _bound(a: np.ndarray) -> Any:
 
 
 def _unbound(v: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    items = v if isinstance(v, list) else [v]
-    arr = np.array([float(x) for x in items], dtype=np.float64)
+    """Bounds as written: one number (or "inf"), a flat list, or a list nested to the space's shape
+    (Minari writes image bounds that way)."""
+    arr = np.asarray(v, dtype=np.float64).reshape(-1)
     if arr.size == 1:
         arr = np.full(shape, arr[0])
     return arr.reshape(shape).astype(dtype)

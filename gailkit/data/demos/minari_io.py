@@ -109,8 +109,11 @@ def read(path: str | Path) -> Demos:
     cols: dict[str, list] = {
         k: [] for k in ("obs", "acts", "next_obs", "terminated", "truncated", "rews", "episode_id", "step")
     }
+    shape = tuple(meta["obs_space"].shape or ())
     for i, ep in enumerate(episodes):
         obs, n = ep["observations"], len(ep["actions"])
+        if len(shape) > 1 and obs.ndim == 2 and obs.shape[1] == int(np.prod(shape)):
+            obs = obs.reshape(len(obs), *shape)  # Arrow storage keeps frames flat
         if len(obs) != n + 1:
             raise DemoError(f"{data}: episode {i} has {len(obs)} observations for {n} actions (Minari stores T + 1)")
         cols["obs"].append(obs[:-1])
@@ -253,10 +256,18 @@ def write(demos: Demos, spec: str, data_format: str = "hdf5") -> Path:
 
     # Minari records an env by making it: registry ids only (callers import the project's envs/ first), no code.
     env = gym.spec(demos.meta.env_id) if demos.meta.env_id in gym.registry else None
+    import inspect
+
+    lossless = (
+        {"jpeg_encoding": False}
+        if "jpeg_encoding" in inspect.signature(minari.create_dataset_from_buffers).parameters
+        else {}
+    )
     try:
         minari.create_dataset_from_buffers(
             dataset_id,
             buffers,
+            **lossless,  # frames as they are (minari's default JPEG encoding is lossy)
             env=env,
             observation_space=obs_space,
             action_space=act_space,
