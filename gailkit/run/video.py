@@ -39,8 +39,8 @@ def record(
 ) -> dict[str, Any]:
     """Play one episode of `act` from `seed` and write its frames to `out`; its return and frame count."""
     out = check_target(out)
-    frames, ret = _frames(act, env_cfg, seed, allow_code)
-    fps = fps or _env_fps(env_cfg, allow_code)
+    frames, ret, env_fps = _frames(act, env_cfg, seed, allow_code)
+    fps = fps or env_fps
     _write(frames, out, fps)
     return {"video": str(out), "frames": len(frames), "return": ret, "fps": fps}
 
@@ -57,7 +57,8 @@ def _render_cfg(env_cfg: EnvConfig) -> EnvConfig:
     return dataclasses.replace(env_cfg, kwargs={**env_cfg.kwargs, "render_mode": "rgb_array"})
 
 
-def _frames(act: Callable[[Any], Any], env_cfg: EnvConfig, seed: int, allow_code: bool) -> tuple[list, float]:
+def _frames(act: Callable[[Any], Any], env_cfg: EnvConfig, seed: int, allow_code: bool) -> tuple[list, float, int]:
+    """The episode's frames, its return, and the env's own `render_fps` (30 when it names none)."""
     import os
 
     for driver in ("SDL_VIDEODRIVER", "SDL_AUDIODRIVER"):  # pygame renders off screen, silently
@@ -73,7 +74,7 @@ def _frames(act: Callable[[Any], Any], env_cfg: EnvConfig, seed: int, allow_code
             obs, reward, terminated, truncated, _ = env.step(act(obs))
             total, done = total + float(reward), terminated or truncated
             frames.append(_frame(env, env_cfg))
-        return frames, total
+        return frames, total, int(env.metadata.get("render_fps") or 30)
     finally:
         env.close()
 
@@ -88,17 +89,6 @@ def _frame(env: Any, env_cfg: EnvConfig) -> np.ndarray:
     if arr is None or arr.ndim != 3 or arr.shape[2] not in (3, 4):
         raise VideoError(f"--video: {env_cfg.id} gives no RGB frames with render_mode='rgb_array'")
     return arr[..., :3].astype(np.uint8)
-
-
-def _env_fps(env_cfg: EnvConfig, allow_code: bool) -> int:
-    try:
-        env = envs.make_factory(env_cfg, allow_code)()
-    except EnvError:
-        return 30
-    try:
-        return int(env.metadata.get("render_fps") or 30)
-    finally:
-        env.close()
 
 
 def _write(frames: list[np.ndarray], out: Path, fps: int) -> None:

@@ -117,7 +117,8 @@ class Discriminator:
         """One Adam step of binary cross-entropy (+ entropy bonus, gradient penalty, label smoothing)."""
         self.net.train()
         n_exp = len(expert)
-        logits = self.logits(Batch.cat([expert, gen]))
+        x = self.net.inputs(Batch.cat([expert, gen]))  # encoded once: the loss and the penalty share it
+        logits = self.net.head(x)
         labels = th.cat(
             [
                 th.full((n_exp,), 1.0 - self.cfg.label_smoothing, device=self.device),
@@ -128,7 +129,7 @@ class Discriminator:
         entropy = F.binary_cross_entropy_with_logits(logits, th.sigmoid(logits))
         total = loss - self.cfg.ent_coef * entropy
         if self.cfg.grad_penalty > 0:
-            total = total + self.cfg.grad_penalty * self._gradient_penalty(expert, gen)
+            total = total + self.cfg.grad_penalty * self._gradient_penalty(x[:n_exp], x[n_exp:])
         self.optimizer.zero_grad()
         total.backward()
         self.optimizer.step()
@@ -144,12 +145,12 @@ class Discriminator:
             "disc/logit_gen": logits[n_exp:].mean().item(),
         }
 
-    def _gradient_penalty(self, expert: Batch, gen: Batch) -> th.Tensor:
+    def _gradient_penalty(self, x_expert: th.Tensor, x_gen: th.Tensor) -> th.Tensor:
         """`(||grad_x D(x)|| - 1)^2` on interpolates of expert and generator inputs (WGAN-GP), taken at
         the MLP's input (after the encoder; for vector spaces, the transitions themselves); the input
         normalization is held fixed for this pass."""
-        n = min(len(expert), len(gen))
-        x_exp, x_gen = self.inputs(expert[:n]).detach(), self.inputs(gen[:n]).detach()
+        n = min(len(x_expert), len(x_gen))
+        x_exp, x_gen = x_expert[:n].detach(), x_gen[:n].detach()
         alpha = th.rand(n, 1, device=self.device)
         mixed = (alpha * x_exp + (1 - alpha) * x_gen).requires_grad_(True)
         self.net.eval()
