@@ -146,3 +146,15 @@ def test_discrete_multi_discrete_and_multi_binary_heads_match_sb3_modes():
         dist = pol.get_distribution(obs)
         assert th.equal(action.reshape(64, -1).float(), dist.mode().reshape(64, -1).float()), space
         assert th.allclose(log_prob, dist.log_prob(dist.mode()), atol=1e-5), space
+
+
+def test_a_gymnasium_env_that_indexes_tables_with_its_action_records_and_trains(tmp_path):
+    """FrozenLake looks its Discrete action up in a dict: a 0-d array there is unhashable (it crashed)."""
+    from gailkit.data import demos, experts
+
+    d = experts.record(lambda obs: 2, "FrozenLake-v1", 3, 0, "always right")
+    assert len(d) > 0 and d.acts.dtype.kind == "i" and (d.acts == 2).all()
+    demos.save(d, tmp_path / "fl.arrow")
+    r = run_cli("train", "--env", "FrozenLake-v1", "--demos", str(tmp_path / "fl.arrow"), "--preset", "tiny",
+                "--total-steps", "256", "--quiet", "--run-dir", str(tmp_path / "run"))  # fmt: skip
+    assert r.returncode == 0, r.stderr

@@ -196,6 +196,14 @@ def spaces(cfg: EnvConfig | str, allow_code: bool = True, source: str = "") -> t
         env.close()
 
 
+def step_action(action: Any) -> Any:
+    """What `env.step` is given: a 0-d array as a plain number (envs such as FrozenLake index tables
+    with a Discrete action, and a 0-d array is not hashable); anything else as it is."""
+    if isinstance(action, np.ndarray) and action.ndim == 0:
+        return action.item()
+    return action
+
+
 def run_episodes(
     act: Callable[[np.ndarray], Any],
     env_cfg,
@@ -217,7 +225,7 @@ def run_episodes(
                 a = act(obs)
                 if expert_action is not None:
                     errors.append(float(np.abs(np.asarray(a) - expert_action(obs)).mean()))
-                obs, r, term, trunc, _ = env.step(a)
+                obs, r, term, trunc, _ = env.step(step_action(a))
                 total, steps, done = total + float(r), steps + 1, term or trunc
             returns.append(total)
             lengths.append(steps)

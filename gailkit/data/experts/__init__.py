@@ -213,7 +213,7 @@ def record(
             t, done = 0, False
             while not done:
                 act = np.asarray(policy(obs))
-                next_obs, r, term, trunc, info = env.step(act)
+                next_obs, r, term, trunc, info = env.step(envs.step_action(act))
                 if "expert_action" in info:
                     act = np.asarray(info["expert_action"])
                 for k, v in zip(cols, (obs, act, next_obs, term, trunc, r, ep, t)):
