@@ -31,7 +31,7 @@ def test_unknown_key_names_full_path_and_suggests(tmp_path):
         ("ppo.n_steps=1.5", "'ppo.n_steps': expected an integer, got 1.5"),
         ("ppo.use_sde=3", "'ppo.use_sde': expected true or false"),
         ("policy.net_arch=7", "'policy.net_arch': expected a list"),
-        ("policy.activation=sigmoid", "'policy.activation': expected one of 'tanh', 'relu'"),
+        ("policy.activation=sigmoid", "'policy.activation': expected one of 'auto', 'tanh', 'relu'"),
         ("policy.encoder=rnn", "'policy.encoder': expected one of 'auto', 'flat', 'cnn'"),
         ("env=3", "env: expected a mapping"),
         ("nokey", "expected KEY=VALUE"),

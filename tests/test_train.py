@@ -52,7 +52,8 @@ def test_run_directory_contents(tmp_path, cartpole_file):
     saved = config.build(TrainConfig, [("saved", config.read_yaml(run / "config.yaml"))])
     import dataclasses
 
-    assert dataclasses.replace(saved, bc=cfg.bc) == cfg  # config.yaml records what ran: BC's auto values filled in
+    # config.yaml records what ran: BC's auto values filled in, and the generator `auto` chose
+    assert dataclasses.replace(saved, bc=cfg.bc, generator="auto") == cfg and saved.generator == "ppo"
     assert (saved.bc.epochs, saved.bc.steps_per_round, saved.bc.anneal_steps) == (50, 10, 96) and cfg.bc.epochs == -1
     state = checkpoint.load(run / "final" / "checkpoint.pt")
     assert state.reward_fn == "gail" and state.references.random_episodes >= 20

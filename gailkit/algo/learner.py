@@ -81,7 +81,7 @@ class Learner:
         rng: np.random.Generator,
     ):
         n_demos = 0 if expert.acts is None else len(expert.acts)
-        cfg = dataclasses.replace(cfg, bc=cfg.bc.resolve(n_demos, cfg.total_steps))  # auto (-1) settings, once
+        cfg = dataclasses.replace(cfg, bc=cfg.bc.resolve(n_demos, cfg.total_steps, cfg.generator))  # auto (-1), once
         self.cfg, self.generator, self.disc, self.expert, self.rng = cfg, generator, discriminator, expert, rng
         self.version = 0
         self.env_steps = 0
@@ -134,7 +134,7 @@ class Learner:
         terminal_value = 0.0
         if absorbing:
             r_abs = float(self.disc.reward(self.disc.absorbing(1))[0])
-            terminal_value = r_abs / max(1.0 - self.cfg.ppo.gamma, 1e-3)
+            terminal_value = r_abs / max(1.0 - self.generator.gamma, 1e-3)
             stats["disc/reward_absorbing"] = r_abs
             if terminated.any():
                 gen = Batch.cat([gen, self.disc.absorbing(int(terminated.sum()))])
@@ -144,7 +144,34 @@ class Learner:
 
     def _update_generator(self, frag: Fragment, rewards: np.ndarray, terminal_value: float) -> dict[str, float]:
         progress = max(0.0, 1.0 - self.env_steps / max(1, self.cfg.total_steps))
-        return self.generator.update(frag, rewards, progress, terminal_value, self._train_policy)
+        relabel = self._relabel if self.generator.off_policy else None
+        return self.generator.update(frag, rewards, progress, terminal_value, self._train_policy, relabel)
+
+    def _relabel(self, obs: np.ndarray, acts: np.ndarray, next_obs: np.ndarray, terminated: np.ndarray) -> th.Tensor:
+        """(N,) the current discriminator's rewards of replayed transitions; a terminated one also earns
+        the absorbing state's discounted value, gamma * r_a / (1 - gamma) (its target then stops there)."""
+        absorbing = self.disc.cfg.absorbing
+        rewards = self.disc.reward(self.disc.batch(obs, acts, next_obs, None, terminated if absorbing else None))
+        if absorbing and terminated.any():
+            gamma = self.generator.gamma
+            r_abs = self.disc.reward(self.disc.absorbing(1))[0]
+            ended = th.as_tensor(terminated, device=rewards.device).to(rewards.dtype)
+            rewards = rewards + ended * gamma * r_abs / max(1.0 - gamma, 1e-3)
+        return rewards
+
+    def _replayed(self, n: int) -> Batch | None:
+        """`n` generator transitions of an off-policy generator's replay as a discriminator batch, absorbing
+        rows in their share (one per terminated transition drawn)."""
+        drawn = self.generator.sample_replay(n, self.rng)
+        if drawn is None:
+            return None
+        obs, acts, next_obs, terminated = drawn
+        absorbing = self.disc.cfg.absorbing
+        b = self.disc.batch(obs, acts, next_obs, None, terminated if absorbing else None)
+        if absorbing and terminated.any():
+            b = Batch.cat([b, self.disc.absorbing(int(terminated.sum()))])
+            b = b[th.as_tensor(self.rng.permutation(len(b))[:n], device=self.disc.device)]
+        return b
 
     @property
     def _train_policy(self) -> bool:
@@ -167,7 +194,7 @@ class Learner:
     def _update_normalizer(self, frag: Fragment) -> None:
         """Normalizer statistics move after the update, so this round's PPO ratio used the
         normalization the actors used; the new statistics ship with version v + 1."""
-        policy.update_normalizer(self.generator.policy, _flat(frag.obs))
+        self.generator.update_normalizer(_flat(frag.obs))
 
     def _advance(self, frag: Fragment, stats: dict[str, float]) -> None:
         self.env_steps += frag.n_steps * frag.n_envs
@@ -193,8 +220,11 @@ class Learner:
             exp_idx = th.as_tensor(
                 self.rng.integers(0, len(self.expert.batch), d.demo_batch_size), device=self.disc.device
             )
-            gen_idx = th.as_tensor(self.rng.integers(0, len(pool), d.demo_batch_size), device=self.disc.device)
-            out.append(self.disc.train_step(self.expert.batch[exp_idx], pool[gen_idx]))
+            replayed = self._replayed(d.demo_batch_size) if self.generator.off_policy else None
+            if replayed is None:
+                gen_idx = th.as_tensor(self.rng.integers(0, len(pool), d.demo_batch_size), device=self.disc.device)
+                replayed = pool[gen_idx]
+            out.append(self.disc.train_step(self.expert.batch[exp_idx], replayed))
         if d.replay_rounds:
             self.replay = [*self.replay, gen][-d.replay_rounds :]
         return {key: float(np.mean([s[key] for s in out])) for key in (out[0] if out else {})}

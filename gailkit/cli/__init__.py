@@ -101,6 +101,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--merge", action="store_true", help="learn from a folder's demos of different experts as one set")
     p.add_argument("--total-steps", type=int, help="env steps to collect in all")
+    p.add_argument(
+        "--expert-return",
+        type=float,
+        help="the expert policy's return to normalize scores against, when the demos do not carry it",
+    )
+    p.add_argument(
+        "--generator",
+        choices=["auto", "ppo", "sac"],
+        help="what updates the policy: ppo (on-policy), sac (off-policy, DAC-style; Box actions) [generator]",
+    )
     p.add_argument("--device", help="learner device: auto (CUDA when present), cpu, cuda")
     p.add_argument("--seed", type=_seed)
     p.add_argument("--run-dir", type=Path, help="where the run goes (default runs/<env>-<time>); a new or empty folder")

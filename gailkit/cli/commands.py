@@ -13,10 +13,7 @@ from gailkit.config.envid import canonical, same_env
 from gailkit.core.errors import ConfigError
 
 _FLAGS = {  # flags that set one setting each
-    "total_steps": "total_steps",
-    "device": "device",
-    "seed": "seed",
-    "unsafe_pickle": "unsafe_pickle",
+    **{k: k for k in ("total_steps", "device", "generator", "expert_return", "seed", "unsafe_pickle")},
     "merge": "demo_merge",
     "actors": "fleet.actors",
     "envs_per_actor": "fleet.envs_per_actor",

@@ -89,6 +89,20 @@ def add_parsers(sub, cmd) -> None:
     )
     p.set_defaults(func=cmd("demo_commands:strip_actions"))
 
+    p = dem.add_parser(
+        "subsample",
+        help="K random whole episodes, every N-th transition of each from a random offset (GAIL's protocol)",
+    )
+    p.add_argument("src", type=Path, help="a demo file or dataset")
+    p.add_argument("dst", type=Path, help=".arrow, .feather, .parquet or .pkl")
+    p.add_argument("--episodes", type=int, required=True, help="whole episodes to draw")
+    p.add_argument("--every", type=int, default=1, help="keep every N-th transition (default 1: whole episodes)")
+    p.add_argument("--seed", type=int, default=0, help="which episodes and offsets (default 0)")
+    p.add_argument(
+        "--unsafe-pickle", action="store_true", help="unpickle with the plain unpickler (only for trusted files)"
+    )
+    p.set_defaults(func=cmd("demo_commands:subsample"))
+
 
 def record(args: argparse.Namespace) -> int:
     import warnings
@@ -220,4 +234,19 @@ def strip_actions(args: argparse.Namespace) -> int:
     d = demos.check(demos.load_file(files[0], args.unsafe_pickle))
     demos.save(demos.strip_actions(d), args.dst)
     print(f"wrote {args.dst}: {d.n_episodes} episodes, {len(d)} transitions, observations only (no actions)")
+    return 0
+
+
+def subsample(args: argparse.Namespace) -> int:
+    from gailkit.data import demos
+
+    files = demos.discover(args.src)
+    if len(files) != 1:
+        raise demos.DemoError(f"{args.src}: subsample takes one demo file or dataset, found {len(files)}")
+    d = demos.check(demos.load_file(files[0], args.unsafe_pickle))
+    out = demos.subsample(d, args.episodes, args.every, args.seed)
+    demos.save(out, args.dst)
+    ref, source = demos.expert_reference(out)
+    said = f"expert return {ref:.1f} ({source})" if ref is not None else "expert return unknown (none in the source)"
+    print(f"wrote {args.dst}: {len(out)} transitions of {args.episodes} episodes (every {args.every}); {said}")
     return 0

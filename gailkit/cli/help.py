@@ -18,6 +18,7 @@ EXAMPLES = {
     "gailkit demos inspect": "gailkit demos inspect data/ --env CartPole-v1",
     "gailkit demos convert": "gailkit demos convert data/cartpole.arrow cartpole.parquet",
     "gailkit demos strip-actions": "gailkit demos strip-actions data/hopper.arrow hopper-obs.arrow",
+    "gailkit demos subsample": "gailkit demos subsample data/hopper.arrow hopper-4x20.arrow --episodes 4 --every 20",
 }
 
 

@@ -24,6 +24,7 @@ from gailkit.config.schema import (
     FleetConfig,
     PolicyConfig,
     PPOConfig,
+    SACConfig,
     TrainConfig,
 )
 from gailkit.core.errors import ConfigError
@@ -52,6 +53,7 @@ __all__ = [
     "FleetConfig",
     "PolicyConfig",
     "PPOConfig",
+    "SACConfig",
     "TrainConfig",
     "ConfigError",
 ]

@@ -12,7 +12,8 @@ import dataclasses
 import os
 from typing import Any, Literal
 
-from gailkit.config.fields import COLUMNS, GE0, GE1, GE2, GT0, LAYERS, SEED, UNIT, _Checked, _f, _rule
+from gailkit.config.fields import COLUMNS, GE0, GE1, GT0, LAYERS, SEED, _Checked, _f, _rule
+from gailkit.config.generators import PolicyConfig, PPOConfig, SACConfig
 from gailkit.core.errors import ConfigError
 
 
@@ -22,50 +23,6 @@ class EnvConfig(_Checked):
     """Env name: a gymnasium id, a name registered by `envs/`, `module:Class` or `file.py:Class`."""
     kwargs: dict[str, Any] = _f({})
     """Keyword arguments passed to the env's constructor."""
-
-
-@dataclasses.dataclass
-class PPOConfig(_Checked):
-    """PPO's update under stable-baselines3's names (see `stable_baselines3.PPO`); the network is `policy:`."""
-
-    learning_rate: float = _f(3e-4, GT0)
-    n_steps: int = _f(2048, GE1)
-    """Steps per env per rollout (a round)."""
-    batch_size: int = _f(64, GE2)
-    n_epochs: int = _f(10, GE1)
-    gamma: float = _f(0.99, _rule(lambda v: 0 < v <= 1, "must lie in (0, 1]"))
-    gae_lambda: float = _f(0.95, UNIT)
-    clip_range: float = _f(0.2, GT0)
-    ent_coef: float = _f(0.0, GE0)
-    vf_coef: float = _f(0.5, GE0)
-    max_grad_norm: float = _f(0.5, GT0)
-    normalize_advantage: bool = True
-    use_sde: bool = False
-    sde_sample_freq: int = -1
-    linear_schedule: bool = False
-    """Decay learning_rate and clip_range linearly to 0 (rl-zoo3's `lin_` prefix)."""
-    target_kl: float | None = _f(None, GT0)
-    """Stop an update's epochs early once the approximate KL passes 1.5 x this (SB3's target_kl)."""
-
-
-@dataclasses.dataclass
-class PolicyConfig(_Checked):
-    """The policy's network and its value function's, whatever updates them (`gailkit/model/encoders.py`,
-    `gailkit/model/policy/`): what actors build, checkpoints hold and ONNX files carry."""
-
-    net_arch: list[int] = _f([64, 64], LAYERS)
-    """Hidden layers of the policy network (after the encoder)."""
-    vf_arch: list[int] = _f([], LAYERS)
-    """Hidden layers of the value network (empty: the same as `net_arch`)."""
-    activation: Literal["tanh", "relu", "elu", "leaky_relu", "gelu", "silu"] = "tanh"
-    log_std_init: float = 0.0
-    """Continuous actions: the Gaussian's initial log standard deviation."""
-    ortho_init: bool = True
-    encoder: Literal["auto", "flat", "cnn"] = "auto"
-    """How observations become features: auto = a CNN for images (3-dimensional uint8 Box), flattened
-    (one-hot for discrete spaces) otherwise, one encoder per entry of a Dict; flat; cnn."""
-    cnn_features: int = _f(512, GE1)
-    """Width of a CNN encoder's output."""
 
 
 @dataclasses.dataclass
@@ -132,9 +89,11 @@ class BCConfig(_Checked):
     anneal_steps: int = _f(-1, AUTO)
     """Env steps over which those steps' learning rate falls linearly to 0 [half of total_steps]."""
 
-    def resolve(self, n_demos: int, total_steps: int) -> BCConfig:
+    def resolve(self, n_demos: int, total_steps: int, generator: str = "ppo") -> BCConfig:
         """The auto (-1) values filled in for `n_demos` transitions with actions (0: demos without
-        actions, where explicit BC is refused)."""
+        actions, where explicit BC is refused). With `generator: sac` every auto value is 0: a cloned
+        actor meets a critic that knows nothing of it, and SAC's first updates undo it (measured in
+        BENCHMARKS.md, "Where BC fails")."""
         has_actions = n_demos > 0
         if not has_actions:
             named = [k for k in ("epochs", "steps_per_round") if getattr(self, k) > 0]
@@ -149,9 +108,8 @@ class BCConfig(_Checked):
             "steps_per_round": 10,
             "anneal_steps": max(1, total_steps // 2),
         }
-        return dataclasses.replace(
-            self, **{k: (v if has_actions else 0) for k, v in auto.items() if getattr(self, k) == -1}
-        )
+        keep = has_actions and generator != "sac"
+        return dataclasses.replace(self, **{k: (v if keep else 0) for k, v in auto.items() if getattr(self, k) == -1})
 
 
 @dataclasses.dataclass
@@ -196,11 +154,16 @@ class TrainConfig(_Checked):
     stacks scalar columns into one vector (`--columns obs=x+y+z,acts=action`)."""
     unsafe_pickle: bool = False
     """Unpickle demo files with the plain unpickler (only for files you trust)."""
+    expert_return: float | None = None
+    """The expert policy's return that scores are normalized against (`--expert-return`); None: the
+    demos' metadata, else the mean return of their whole episodes, else unknown (raw returns only)."""
     seed: int = _f(0, SEED)
     total_steps: int = _f(150_000, GE1)
     """Env steps to collect in all (rounded up to whole rounds; the first line says so)."""
-    generator: Literal["ppo"] = "ppo"
-    """What updates the policy from the discriminator's rewards (`gailkit/algo/generator/`): ppo, SB3's PPO update."""
+    generator: Literal["auto", "ppo", "sac"] = "auto"
+    """What updates the policy from the discriminator's rewards (`gailkit/algo/generator/`): ppo (SB3's
+    PPO update), sac (SB3's SAC update on a replay, DAC-style; Box actions only), auto (see
+    `generator.choose`: the rule measured in BENCHMARKS.md)."""
     device: str = "auto"
     """Learner device: auto (CUDA when present), cpu, cuda, cuda:N."""
     n_envs: int = _f(8, GE1)
@@ -214,6 +177,7 @@ class TrainConfig(_Checked):
     """Rounds between checkpoints; 0: only at the end; -1: about 10 over the run."""
     ppo: PPOConfig = dataclasses.field(default_factory=lambda: PPOConfig(n_steps=256, batch_size=256))
     """GAIL's PPO: rounds of n_envs x 256 steps, minibatches of 256 (SB3's own defaults are 2048 and 64)."""
+    sac: SACConfig = dataclasses.field(default_factory=SACConfig)
     policy: PolicyConfig = dataclasses.field(default_factory=PolicyConfig)
     disc: DiscConfig = dataclasses.field(default_factory=DiscConfig)
     fleet: FleetConfig = dataclasses.field(default_factory=FleetConfig)
@@ -224,8 +188,13 @@ class TrainConfig(_Checked):
         return self.fleet.actors * self.fleet.envs_per_actor if self.fleet.actors else self.n_envs
 
     @property
+    def fragment_steps(self) -> int:
+        """Steps per env per round (the generator's `n_steps`)."""
+        return self.sac.n_steps if self.generator == "sac" else self.ppo.n_steps
+
+    @property
     def round_steps(self) -> int:
-        return self.ppo.n_steps * self.total_envs
+        return self.fragment_steps * self.total_envs
 
     @property
     def total_rounds(self) -> int:
@@ -259,7 +228,7 @@ class TrainConfig(_Checked):
                 f"a round of {self.total_envs} envs x {p.n_steps} steps ({self.round_steps:,} transitions) is "
                 "beyond what gailkit holds in memory (4,096 envs and 16,777,216 transitions at most)"
             )
-        if p.batch_size > self.round_steps:
+        if self.generator != "sac" and p.batch_size > self.round_steps:
             raise ConfigError(f"'ppo.batch_size' {p.batch_size} exceeds a round's n_steps * envs = {self.round_steps}")
         if p.use_sde:
             raise ConfigError("'ppo.use_sde': gSDE is not supported by the GAIL generator; set it to false")

@@ -35,6 +35,8 @@ class ActorSpec:
     seed: int
     actor_id: int = 0
     heartbeat_s: float = 1.0
+    policy_kind: str = "gaussian"
+    """`policy.KINDS`: SB3's actor-critic policy (ppo) or SAC's squashed-Gaussian actor (sac)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -45,6 +47,7 @@ class ActorSpec:
             "seed": self.seed,
             "actor_id": self.actor_id,
             "heartbeat_s": self.heartbeat_s,
+            "policy_kind": self.policy_kind,
         }
 
     @classmethod
@@ -55,12 +58,16 @@ class ActorSpec:
         try:
             n_envs, seed, actor_id = int(d["n_envs"]), int(d["seed"]), int(d["actor_id"])
             heartbeat_s = float(d.get("heartbeat_s", 1.0))
-            normalize = d["normalize_obs"]
+            normalize, kind = d["normalize_obs"], d.get("policy_kind", "gaussian")
         except (KeyError, TypeError, ValueError, OverflowError) as e:
             raise config.ConfigError(f"actor spec: {type(e).__name__}: {e}") from None
         if not (1 <= n_envs <= 4096 and 0 < heartbeat_s < 3600 and isinstance(normalize, bool)):
             raise config.ConfigError(
                 f"actor spec: {n_envs} envs, heartbeat {heartbeat_s} s, normalize_obs {normalize!r}"
+            )
+        if kind not in policy.KINDS.values():
+            raise config.ConfigError(
+                f"actor spec: policy_kind {str(kind)[:40]!r} (expected one of {sorted(policy.KINDS.values())})"
             )
         return cls(
             config.from_dict(EnvConfig, d.get("env"), "env"),
@@ -70,6 +77,7 @@ class ActorSpec:
             seed,
             actor_id,
             heartbeat_s,
+            kind,
         )
 
     def with_id(self, actor_id: int) -> ActorSpec:
@@ -108,7 +116,7 @@ class Actor:
         first = self._slots[0].env
         self.observation_space, self.action_space = first.observation_space, first.action_space
         self._policy = policy.build(
-            self.observation_space, self.action_space, self.policy_cfg, self.normalize_obs, "cpu"
+            self.observation_space, self.action_space, self.policy_cfg, self.normalize_obs, "cpu", self.spec.policy_kind
         )
         self._policy.set_training_mode(False)
         self._rng = np.random.default_rng(self.seed + self.actor_id)

@@ -23,7 +23,9 @@ from gailkit.core import arrow_tensors, limits
 from gailkit.core.errors import InputError
 from gailkit.core.fragments import Fragment, Weights
 
-PROTOCOL_VERSION = 3  # 2: REJECT; fragments checked against the run's spaces. 3: CONFIG names `policy`, not `ppo`
+PROTOCOL_VERSION = (
+    4  # 2: REJECT; fragments checked against the run's spaces. 3: CONFIG names `policy`, not `ppo`. 4: `policy_kind`
+)
 MAGIC = b"GKIT"
 _HEADER = struct.Struct("!4sHB16siq")
 HEADER_SIZE = _HEADER.size

@@ -143,13 +143,19 @@ class Progress(Callback):
 
     def on_start(self, run: Run) -> None:
         refs, cfg = run.references, run.cfg
-        expert = "unknown" if refs.expert_return is None else f"{refs.expert_return:.1f} ({refs.expert_source})"
+        expert = (
+            "unknown (loose transitions carry no episode return; pass --expert-return; scores stay raw)"
+            if refs.expert_return is None
+            else f"{refs.expert_return:.1f} ({refs.expert_source})"
+        )
+        d = run.expert_demos
+        episodes = f"{d.n_episodes} episodes" if d.whole_episodes() else "no whole episodes"
         rounds = f"{cfg.total_rounds} rounds of {cfg.round_steps:,} env steps"
         if run.target_steps != cfg.total_steps:
             rounds += f" = {run.target_steps:,} (total_steps {cfg.total_steps:,} rounded up to whole rounds)"
         self.log(
             f"gailkit train: {cfg.env.id}, {len(run.expert_demos):,} expert transitions "
-            f"({run.expert_demos.n_episodes} episodes), expert return {expert}, random return "
+            f"({episodes}), {cfg.generator}, expert return {expert}, random return "
             f"{refs.random_return:.1f}, reward {run.reward_fn}"
             + (
                 ""

@@ -245,9 +245,9 @@ def load_policy(path: str | Path, device: str = "cpu"):
 
     state = load(path, device)
     try:
-        pol = policy.build(
-            state.observation_space, state.action_space, state.settings.policy, state.settings.normalize_obs, device
-        )
+        s = state.settings
+        kind = policy.KINDS.get(s.generator, "gaussian")
+        pol = policy.build(state.observation_space, state.action_space, s.policy, s.normalize_obs, device, kind)
         pol.load_state_dict(state.learner["generator"]["policy"])
     except (GailkitError, KeyError, TypeError, ValueError, RuntimeError) as e:
         raise CheckpointError(

@@ -153,7 +153,8 @@ def _plots(
     import torch as th
 
     th.manual_seed(cfg.seed)
-    untrained_pol = policy.build(obs_space, act_space, cfg.policy, cfg.normalize_obs)
+    kind = policy.KINDS.get(cfg.generator, "gaussian")
+    untrained_pol = policy.build(obs_space, act_space, cfg.policy, cfg.normalize_obs, "cpu", kind)
     untrained_pol.set_training_mode(False)
     untrained = envs.run_episodes(
         policy.deterministic_actor(untrained_pol), env_cfg, episodes, seed, allow_code=allow_code

@@ -38,11 +38,13 @@ class ExportError(GailkitError):
 
 
 class _Exported(th.nn.Module):
-    """The policy's deterministic head (`policy.DeterministicHead`), with the chosen outputs."""
+    """The policy's deterministic head (`policy.deterministic_head`), with the chosen outputs."""
 
     def __init__(self, pol, with_value: bool, with_log_prob: bool):
         super().__init__()
-        self.head, self.with_value, self.with_log_prob = policy.DeterministicHead(pol), with_value, with_log_prob
+        self.head, self.with_value, self.with_log_prob = policy.deterministic_head(pol), with_value, with_log_prob
+        if with_value and not self.head.has_value:
+            raise ExportError("--value: this policy (generator 'sac') has no state-value function to export")
         self.discrete = self.head.discrete
 
     def forward(self, obs: th.Tensor):
@@ -149,11 +151,23 @@ def export(
 
 
 def export_sb3(source: str | Path, out: str | Path, which: str = "best") -> Path:
-    """The trained policy as a plain stable-baselines3 `PPO` zip (`PPO.load(out)` works where gailkit
-    is installed: the observation normalizer is gailkit's `NormalizedFlatten`)."""
+    """The trained policy as a plain stable-baselines3 zip (`PPO.load(out)`, or `SAC.load(out)` for a
+    run of `generator: sac`, critics included) where gailkit is installed: the observation normalizer
+    is gailkit's `NormalizedFlatten`."""
     ckpt = rundir.resolve(source, which)
     pol, state = checkpoint.load_policy(ckpt, "cpu")
     cfg = state.settings  # the spaces come from the checkpoint: no env is made, so none needs --env
+    if cfg.generator == "sac":
+        from gailkit.model.policy import squashed
+
+        model = squashed.make_sac(state.observation_space, state.action_space, cfg.sac, cfg.policy, cfg.normalize_obs)
+        model.policy.actor.load_state_dict(pol.state_dict())
+        gen = state.learner["generator"]
+        model.policy.critic.load_state_dict(gen["critic"])
+        model.policy.critic_target.load_state_dict(gen["critic_target"])
+        with fsutil.atomic_path(Path(out), suffix=".zip") as tmp:
+            model.save(tmp, exclude=["replay_buffer"])
+        return Path(out)
     venv = policy.spaces_only_venv(state.observation_space, state.action_space)
     try:
         ppo_cfg = dataclasses.replace(cfg.ppo, n_steps=max(cfg.ppo.n_steps, cfg.ppo.batch_size))

@@ -21,6 +21,7 @@ import torch as th
 
 from gailkit import config
 from gailkit.algo.discriminator import Discriminator, choose_reward_fn
+from gailkit.algo.generator import choose as choose_generator
 from gailkit.algo.generator import make as make_generator
 from gailkit.algo.learner import Learner, expert_data
 from gailkit.config import TrainConfig
@@ -142,9 +143,10 @@ class Run:
         expert_demos = demos.load(cfg.demos, cfg.env.id, spaces, *how)
         if not expert_demos.has_actions:
             cfg = observation_only(cfg)
-        cfg = dataclasses.replace(
-            cfg, bc=cfg.bc.resolve(len(expert_demos) if expert_demos.has_actions else 0, cfg.total_steps)
-        )
+        cfg = dataclasses.replace(cfg, generator=choose_generator(cfg, spaces[1]))
+        cfg.check()
+        n_acts = len(expert_demos) if expert_demos.has_actions else 0
+        cfg = dataclasses.replace(cfg, bc=cfg.bc.resolve(n_acts, cfg.total_steps, cfg.generator))
         th.manual_seed(cfg.seed)
         np.random.seed(cfg.seed)
         random.seed(cfg.seed)
@@ -163,7 +165,7 @@ class Run:
         disc = Discriminator(*spaces, cfg.disc, device, reward_fn)
         expert = expert_data(disc, expert_demos.obs, expert_demos.acts, expert_demos.next_obs, expert_demos.terminated)
         if cfg.normalize_obs:
-            policy.update_normalizer(generator.policy, expert_demos.obs)
+            generator.update_normalizer(expert_demos.obs)
         learner = Learner(cfg, generator, disc, expert, rng)
         if state is not None and states is not None:
             state = _restore(learner, state, states, log)
@@ -172,7 +174,8 @@ class Run:
 
     @staticmethod
     def _references(cfg: TrainConfig, spaces, expert_demos: demos.Demos, allow_code: bool) -> References:
-        expert_return, source = demos.expert_reference(expert_demos)
+        given = (cfg.expert_return, "--expert-return") if cfg.expert_return is not None else None
+        expert_return, source = given or demos.expert_reference(expert_demos)
         return random_reference(
             cfg.env,
             spaces[1],
@@ -235,7 +238,7 @@ class Run:
     def collect_and_learn(self) -> dict[str, float]:
         """One GAIL round: the fleet collects with the current weights, the learner learns; every stat of both."""
         t0 = time.perf_counter()
-        frags = self.fleet.collect(self.learner.weights(), self.cfg.ppo.n_steps)
+        frags = self.fleet.collect(self.learner.weights(), self.cfg.fragment_steps)
         stats = {"time/collect_s": time.perf_counter() - t0, **self.fleet.stats, **self.learner.round(frags)}
         stats["time/round_s"] = time.perf_counter() - t0
         return stats

@@ -11,7 +11,7 @@ its name in `TrainConfig.generator` (with a section for its own settings); nothi
 from __future__ import annotations
 
 import importlib
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -20,7 +20,7 @@ import torch as th
 from gailkit.config import TrainConfig
 from gailkit.core.fragments import Fragment
 
-GENERATORS = {"ppo": "gailkit.algo.generator.ppo:PPOGenerator"}
+GENERATORS = {"ppo": "gailkit.algo.generator.ppo:PPOGenerator", "sac": "gailkit.algo.generator.sac:SACGenerator"}
 
 
 class Generator(Protocol):
@@ -28,6 +28,10 @@ class Generator(Protocol):
 
     policy: Any
     device: th.device
+    gamma: float
+    off_policy: bool
+    """True: `update` learns from a replay judged through `relabel`, and the discriminator's generator
+    samples come from `sample_replay`; False: from this round's fragment and its `rewards`."""
 
     def update(
         self,
@@ -36,9 +40,20 @@ class Generator(Protocol):
         progress_remaining: float,
         terminal_value: float = 0.0,
         train_policy: bool = True,
+        relabel: Any = None,
     ) -> dict[str, float]:
         """Learn from `frag` with `rewards` (T, E); `terminal_value` is an absorbing state's value;
-        `train_policy=False` trains the critic only. Returns stats for the round's metrics."""
+        `train_policy=False` trains the critic only. `relabel(obs, acts, next_obs, terminated)` gives the
+        current discriminator's rewards (absorbing value included) of any transitions. Returns stats
+        for the round's metrics."""
+        ...
+
+    def sample_replay(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, ...] | None:
+        """`n` (obs, acts, next_obs, terminated) of the generator's replay, or None without one."""
+        ...
+
+    def update_normalizer(self, obs: Any) -> None:
+        """Merge raw observations into every encoder's running statistics."""
         ...
 
     def bc_steps(
@@ -65,14 +80,23 @@ class Generator(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
+def choose(settings: TrainConfig, action_space: gym.Space) -> Literal["ppo", "sac"]:
+    """The generator `generator: auto` means for this action space (the rule of BENCHMARKS.md, "Where BC
+    fails"): ppo, whose wall-clock time to the expert is the shorter one on the runs measured there.
+    `sac` needs Box actions, so only an explicit choice gets it."""
+    if settings.generator != "auto":
+        return settings.generator
+    return "ppo"
+
+
 def make(
     settings: TrainConfig, observation_space: gym.Space, action_space: gym.Space, device: str | th.device
 ) -> Generator:
     """The generator `settings.generator` names (`GENERATORS`), built from the run's settings."""
-    module, _, cls = GENERATORS[settings.generator].partition(":")
+    module, _, cls = GENERATORS[choose(settings, action_space)].partition(":")
     return getattr(importlib.import_module(module), cls).from_settings(
         settings, observation_space, action_space, device
     )
 
 
-__all__ = ["GENERATORS", "Generator", "make"]
+__all__ = ["GENERATORS", "Generator", "choose", "make"]

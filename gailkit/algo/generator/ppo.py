@@ -33,6 +33,8 @@ class _Capture(Logger):
 class PPOGenerator:
     """Owns the policy the learner trains and SB3's PPO around it (a `gailkit.algo.generator.Generator`)."""
 
+    off_policy = False
+
     def __init__(
         self,
         observation_space: gym.Space,
@@ -44,7 +46,7 @@ class PPOGenerator:
         device: str | th.device,
         seed: int,
     ):
-        self.cfg = cfg
+        self.cfg, self.gamma = cfg, cfg.gamma
         venv = policy.spaces_only_venv(observation_space, action_space, n_envs)
         self.ppo = policy.make_ppo(venv, cfg, net, normalize_obs, device, seed, transpose_images=False)
         self.logger = _Capture()
@@ -88,6 +90,7 @@ class PPOGenerator:
         progress_remaining: float,
         terminal_value: float = 0.0,
         train_policy: bool = True,
+        relabel: Any = None,
     ) -> dict[str, float]:
         """One PPO update on `frag` with `rewards` (T, E) (the discriminator's, not the env's).
 
@@ -131,6 +134,12 @@ class PPOGenerator:
         stats = {k: float(v) for k, v in self.logger.name_to_value.items() if k.startswith("train/")}
         self.logger.name_to_value.clear()
         return stats
+
+    def sample_replay(self, n: int, rng: np.random.Generator) -> None:
+        return None  # on-policy: the learner keeps the discriminator's own replay of rounds
+
+    def update_normalizer(self, obs: Any) -> None:
+        policy.update_normalizer(self.policy, obs)
 
     def _actor_parameters(self) -> list[th.nn.Parameter]:
         pol = self.policy

@@ -16,9 +16,11 @@ from gailkit.config.envid import same_env
 from gailkit.core.errors import DemoError, GailkitError
 from gailkit.data.demos import arrow_io, imitation_io, minari_io, pickle_io
 from gailkit.data.demos.core import DemoMeta, Demos, concat, describe_space, space_from_json, space_to_json
+from gailkit.data.demos.transform import expert_reference, strip_actions, subsample
 from gailkit.data.demos.validate import DemoWarning, check, check_structure, fits, validate
 
 __all__ = [
+    "subsample",
     "Demos",
     "DemoMeta",
     "DemoError",
@@ -206,9 +208,12 @@ def load(
         format=first.format if len(chosen) == 1 else "mixed",
         path=str(path),
     )
-    experts_seen = {(c.meta.expert_return, c.meta.expert_return_std, c.meta.expert_episodes) for c in chosen}
+    experts_seen = {
+        (c.meta.expert_return, c.meta.expert_return_std, c.meta.expert_episodes, c.meta.expert_return_of)
+        for c in chosen
+    }
     if len(experts_seen) == 1:  # one expert policy behind every file: its return is the reference
-        meta.expert_return, meta.expert_return_std, meta.expert_episodes = experts_seen.pop()
+        meta.expert_return, meta.expert_return_std, meta.expert_episodes, meta.expert_return_of = experts_seen.pop()
         meta.sampled = first.sampled if all(c.meta.sampled == first.sampled for c in chosen) else None
     else:
         returns = ", ".join(f"{Path(c.meta.path or '?').name} {c.meta.expert_return}" for c in chosen)
@@ -248,26 +253,6 @@ def save(d: Demos, path: str | Path, pickle_layout: str = "dict", minari_format:
             f"{path}: unknown output format '{suffix}' (use {', '.join(sorted(SUFFIXES))} or a folder name)"
         )
     return path
-
-
-def strip_actions(d: Demos) -> Demos:
-    """The same demos without actions (what learning from observation starts from)."""
-    import dataclasses
-
-    return dataclasses.replace(
-        d, acts=None, meta=dataclasses.replace(d.meta, source=f"{d.meta.source or '?'} (actions stripped)")
-    )
-
-
-def expert_reference(d: Demos) -> tuple[float | None, str]:
-    """`(return, source)`: the expert policy's return when the demos carry it (source "expert
-    policy"), else the demos' mean episode return ("demos"), else `(None, "unknown")`."""
-    if d.meta.expert_return is not None:
-        return float(d.meta.expert_return), "expert policy"
-    returns = d.episode_returns()
-    if returns is not None and len(returns):
-        return float(returns.mean()), "demos"
-    return None, "unknown"
 
 
 def summarize(d: Demos) -> dict:

@@ -31,6 +31,8 @@ class DemoMeta:
     expert_return_std: float | None = None
     expert_episodes: int | None = None
     """Episodes behind `expert_return`."""
+    expert_return_of: str | None = None
+    """Set when `expert_return` was carried over from another file (`demos subsample`: the source's)."""
     sampled: bool | None = None
     """Whether the recorded actions were sampled from the expert (true) or its deterministic ones."""
     gailkit_version: str | None = None
@@ -80,6 +82,7 @@ _META_TYPES: dict[str, Any] = {
     "expert_return": (int, float),
     "expert_return_std": (int, float),
     "expert_episodes": int,
+    "expert_return_of": str,
     "sampled": bool,
 }
 
@@ -130,8 +133,24 @@ class Demos:
     def episode_lengths(self) -> np.ndarray:
         return np.diff(self.episode_bounds())
 
+    def whole_episodes(self, checks: int = 1000) -> bool:
+        """Whether the episodes are whole: each starts at step 0, counts up by one, ends done, and each
+        transition's next observation is the next row's observation (checked on up to `checks` pairs
+        drawn evenly). Subsampled or cut files fail it, and their rewards sum to no episode's return."""
+        if len(self) == 0:
+            return False
+        bounds = self.episode_bounds()
+        if (self.step[bounds[:-1]] != 0).any() or not self.dones[bounds[1:] - 1].all():
+            return False
+        same = np.flatnonzero(self.episode_id[1:] == self.episode_id[:-1])
+        if (self.step[same + 1] != self.step[same] + 1).any():
+            return False
+        picks = same[np.linspace(0, len(same) - 1, min(checks, len(same))).astype(np.int64)] if len(same) else same
+        return all(np.array_equal(np.asarray(self.next_obs[i]), np.asarray(self.obs[i + 1])) for i in picks)
+
     def episode_returns(self) -> np.ndarray | None:
-        if self.rews is None:
+        """Each episode's return, or None without rewards or whole episodes (`whole_episodes`)."""
+        if self.rews is None or not self.whole_episodes():
             return None
         bounds = self.episode_bounds()
         if len(bounds) < 2:

@@ -9,7 +9,6 @@ This package, `generator` and `experts` are the only ones that import stable_bas
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -45,9 +44,10 @@ def policy_kwargs(cfg: PolicyConfig, normalize_obs: bool, observation_space: gym
     """Keyword arguments of `ActorCriticPolicy` for these settings (same on learner and actors); the
     features extractor is the encoder factory's choice for the space."""
     extractor, extractor_kwargs = encoders.choose(observation_space, cfg.encoder, normalize_obs, cfg.cnn_features)
+    pi = list(cfg.net_arch or [64, 64])  # empty, auto: PPO's own defaults
     return dict(
-        net_arch=dict(pi=list(cfg.net_arch), vf=list(cfg.vf_arch or cfg.net_arch)),
-        activation_fn=ACTIVATIONS[cfg.activation],
+        net_arch=dict(pi=pi, vf=list(cfg.vf_arch or pi)),
+        activation_fn=ACTIVATIONS["tanh" if cfg.activation == "auto" else cfg.activation],
         ortho_init=cfg.ortho_init,
         log_std_init=cfg.log_std_init,
         features_extractor_class=extractor,
@@ -56,15 +56,26 @@ def policy_kwargs(cfg: PolicyConfig, normalize_obs: bool, observation_space: gym
     )
 
 
+KINDS = {"ppo": "gaussian", "sac": "squashed"}
+"""The policy each generator trains: SB3's ActorCriticPolicy (a Gaussian or categorical head and a value
+function) or SAC's squashed-Gaussian actor (`policy.squashed`)."""
+
+
 def build(
     observation_space: gym.Space,
     action_space: gym.Space,
     cfg: PolicyConfig,
     normalize_obs: bool,
     device: str | th.device = "cpu",
-) -> ActorCriticPolicy:
-    """A fresh policy (the actors' CPU copy; the learner's comes from `make_ppo` with the same kwargs)."""
+    kind: str = "gaussian",
+) -> Any:
+    """A fresh policy of `kind` (the actors' CPU copy; the learner's comes from its generator with the
+    same kwargs)."""
     encoders.check_space(action_space, "action space")
+    if kind == "squashed":
+        from gailkit.model.policy import squashed
+
+        return squashed.build(observation_space, action_space, cfg, normalize_obs, device)
     pol = ActorCriticPolicy(
         observation_space, action_space, lambda _: 0.0, **policy_kwargs(cfg, normalize_obs, observation_space)
     )
@@ -195,6 +206,10 @@ def weight_shapes(pol: ActorCriticPolicy) -> dict[str, tuple[tuple[int, ...], st
 @th.no_grad()
 def act(pol: ActorCriticPolicy, obs: np.ndarray, deterministic: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """`(actions, log_probs)` for a batch `obs` (E, *obs_shape); actions as sampled (unclipped)."""
+    if not isinstance(pol, ActorCriticPolicy):  # SAC's squashed actor
+        from gailkit.model.policy import squashed
+
+        return squashed.act(pol, obs, deterministic)
     obs_t, _ = pol.obs_to_tensor(obs)
     dist = pol.get_distribution(obs_t)
     actions = dist.get_actions(deterministic=deterministic)
@@ -223,62 +238,5 @@ def env_action(action_space: gym.Space, acts: np.ndarray) -> np.ndarray:
     return acts
 
 
-class DeterministicHead(th.nn.Module):
-    """Raw observation -> (deterministic action, value, log_prob of that action), as plain tensor ops.
-
-    The deterministic action is the argmax for Discrete spaces (per entry for MultiDiscrete), logit > 0
-    for MultiBinary (SB3's rounding of the probability), and the Gaussian mean clipped to the Box bounds
-    for continuous ones; what `gailkit export` traces into ONNX.
-    """
-
-    low: th.Tensor  # buffers, for Box actions
-    high: th.Tensor
-
-    def __init__(self, pol: ActorCriticPolicy):
-        super().__init__()
-        self.pol = pol
-        space = pol.action_space
-        self.nvec: list[int] = []
-        if isinstance(space, gym.spaces.Discrete):
-            self.kind = "discrete"
-        elif isinstance(space, gym.spaces.MultiDiscrete) and np.asarray(space.nvec).ndim == 1:
-            self.kind, self.nvec = "multi_discrete", [int(k) for k in space.nvec]
-        elif isinstance(space, gym.spaces.MultiBinary) and np.ndim(space.n) == 0:
-            self.kind = "multi_binary"
-        elif isinstance(space, gym.spaces.Box):
-            self.kind = "box"
-            if pol.use_sde:
-                raise ValueError("policies with gSDE are not exportable")
-            self.register_buffer("low", th.as_tensor(space.low, dtype=th.float32))
-            self.register_buffer("high", th.as_tensor(space.high, dtype=th.float32))
-        else:
-            raise ValueError(f"action space {space} is not exportable (Box, Discrete, MultiDiscrete, MultiBinary are)")
-        self.discrete = self.kind != "box"
-
-    def forward(self, obs: Any) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
-        features = self.pol.extract_features(obs, self.pol.features_extractor)
-        latent_pi, latent_vf = self.pol.mlp_extractor(features)
-        out = self.pol.action_net(latent_pi)
-        if self.kind == "discrete":
-            action = th.argmax(out, dim=-1)
-            log_prob = th.log_softmax(out, dim=-1).gather(-1, action.unsqueeze(-1)).squeeze(-1)
-        elif self.kind == "multi_discrete":
-            parts = th.split(out, self.nvec, dim=-1)
-            picks = [th.argmax(p, dim=-1) for p in parts]
-            action = th.stack(picks, dim=-1)
-            log_prob = sum(
-                (th.log_softmax(p, dim=-1).gather(-1, a.unsqueeze(-1)).squeeze(-1) for p, a in zip(parts, picks)),
-                th.zeros_like(out[..., 0]),
-            )
-        elif self.kind == "multi_binary":
-            ones = out > 0
-            action = ones.long()
-            log_prob = th.where(ones, th.nn.functional.logsigmoid(out), th.nn.functional.logsigmoid(-out)).sum(-1)
-        else:
-            action = th.minimum(th.maximum(out, self.low), self.high)
-            log_std = self.pol.log_std.expand_as(out)  # at the mean, the Gaussian's quadratic term is 0
-            log_prob = (-log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
-        return action, self.pol.value_net(latent_vf).squeeze(-1), log_prob
-
-
+from gailkit.model.policy.heads import DeterministicHead, deterministic_head  # noqa: E402, F401  (re-exports)
 from gailkit.model.policy.sb3_zip import read_sb3_zip  # noqa: E402, F401  (a re-export; it builds on the classes above)

@@ -16,6 +16,7 @@ import gymnasium as gym
 from gailkit.config import FleetConfig, TrainConfig
 from gailkit.core.errors import ConfigError, GailkitError
 from gailkit.core.fragments import Fragment, Weights
+from gailkit.model import policy
 from gailkit.rollout.actor import Actor, ActorSpec
 
 
@@ -78,7 +79,8 @@ class InProcessFleet:
 def actor_spec(cfg: TrainConfig) -> ActorSpec:
     """The template every actor of this run is made from (its `actor_id` set per actor)."""
     n_envs = cfg.fleet.envs_per_actor if cfg.fleet.actors else cfg.n_envs
-    return ActorSpec(env=cfg.env, policy=cfg.policy, normalize_obs=cfg.normalize_obs, n_envs=n_envs, seed=cfg.seed)
+    kind = policy.KINDS.get(cfg.generator, "gaussian")
+    return ActorSpec(cfg.env, cfg.policy, cfg.normalize_obs, n_envs, cfg.seed, policy_kind=kind)
 
 
 def make_fleet(

@@ -1,0 +1,130 @@
+"""Imitation where behaviour cloning fails: BC alone, gailkit with the PPO generator and with the SAC one,
+on the same demos, machine and env-step budget, in one run.
+
+    python bench/where_bc_fails.py --env Hopper-v4 --protocol c --seeds 0 --steps 100000
+    python bench/where_bc_fails.py --env Hopper-v4 --protocol d --arms ppo sac --steps 200000
+
+Protocols, made from the shipped demos (`data/<env>.arrow`, 25 episodes of the shipped expert) with
+`gailkit demos subsample` / `strip-actions` at the seed's own draw:
+  a: all 25 full episodes;  b: 1 full episode;  c: 4 episodes, every 20th transition (GAIL's protocol,
+  200 transitions, no episode structure);  d: 4 full episodes without actions.
+Arms: `bc` (gailkit's BC warm start alone: one round in which the cloned policy is not trained,
+then evaluated), `ppo` and `sac` (`--generator`, each with its shipped defaults plus `--set`).
+Every arm is evaluated the same way (the deterministic policy, 10 episodes from the run's evaluation
+seed, every `--eval-every-steps`); evaluation time is left out of the seconds. Normalized score:
+(R - R_random) / (R_expert - R_random), R_expert = the expert policy's own return (the source file's
+metadata), printed beside every score. Prints a Markdown table and writes JSON lines to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+import torch as th
+
+from gailkit.data import demos
+from gailkit.run import checkpoint, metrics, train
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV_FILES = {"Hopper-v4": "hopper", "HalfCheetah-v4": "halfcheetah", "Walker2d-v4": "walker2d", "Ant-v4": "ant"}
+PROTOCOLS = {"a": (25, 1, True), "b": (1, 1, True), "c": (4, 20, True), "d": (4, 1, False)}
+
+
+def make_demos(env: str, protocol: str, seed: int, out: Path) -> Path:
+    episodes, every, actions = PROTOCOLS[protocol]
+    d = demos.check(demos.load_file(ROOT / "data" / f"{ENV_FILES[env]}.arrow"))
+    d = demos.subsample(d, episodes, every, seed)
+    return demos.save(d if actions else demos.strip_actions(d), out / f"{env}-{protocol}-{seed}.arrow")
+
+
+def run_arm(args, arm: str, seed: int, demo_file: Path, tmp: Path) -> dict:
+    steps = 1 if arm == "bc" else args.steps
+    generator = "ppo" if arm == "bc" else arm
+    extra = [*args.set, *(args.set_sac if arm == "sac" else []), *(args.set_ppo if arm == "ppo" else [])]
+    cfg = train.train_config(
+        args.env,
+        str(demo_file),
+        None,
+        [
+            f"seed={seed}",
+            f"total_steps={steps}",
+            f"eval_episodes={args.eval_episodes}",
+            f"generator={generator}",
+            *extra,
+        ],
+    )
+    if arm != "bc":
+        cfg.eval_every = max(1, args.eval_every_steps // cfg.round_steps)
+    run = tmp / f"{arm}-{seed}"
+    summary = train.train(cfg, run, quiet=True, log=lambda m: None)
+    rows = metrics.read_rows(run / "metrics.csv")
+    curve, eval_time = [], 0.0
+    for r in rows:
+        if r.get("eval/return_mean"):
+            eval_time += float(r["time/eval_s"])
+            curve.append((int(r["env_steps"]), float(r["time/elapsed_s"]) - eval_time, float(r["eval/return_mean"])))
+    refs = checkpoint.load(run / "final" / "checkpoint.pt").references
+    return {"curve": curve, "expert": refs.expert_return, "random": refs.random_return, "seconds": summary["seconds"]}
+
+
+def first_reaching(curve, target, r_random, r_expert):
+    for steps, seconds, ret in curve:
+        if (ret - r_random) / (r_expert - r_random) >= target:
+            return steps, seconds
+    return None, None
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--env", required=True, choices=sorted(ENV_FILES))
+    p.add_argument("--protocol", required=True, choices=sorted(PROTOCOLS))
+    p.add_argument("--seeds", type=int, nargs="+", default=[0])
+    p.add_argument("--steps", type=int, default=100_000)
+    p.add_argument("--arms", nargs="+", default=["bc", "ppo", "sac"], choices=["bc", "ppo", "sac"])
+    p.add_argument("--eval-every-steps", type=int, default=10_000)
+    p.add_argument("--eval-episodes", type=int, default=10)
+    p.add_argument("--set", action="append", default=[], help="a setting for every arm")
+    p.add_argument("--set-sac", action="append", default=[], help="a setting for the sac arm")
+    p.add_argument("--set-ppo", action="append", default=[], help="a setting for the ppo arm")
+    p.add_argument("--out", type=Path, default=Path("bench/out/where_bc_fails.jsonl"))
+    args = p.parse_args()
+    th.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    print(
+        f"# {args.env}, protocol {args.protocol} {PROTOCOLS[args.protocol]}, {args.steps:,} env steps, seeds "
+        f"{args.seeds}, {platform.machine()}, {os.cpu_count()} CPUs, torch {th.__version__}, {time.strftime('%Y-%m-%d')}",
+        flush=True,
+    )
+    print("| arm | seed | expert (policy) | random | steps to 0.9 | seconds to 0.9 | best | final |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        for seed in args.seeds:
+            demo_file = make_demos(args.env, args.protocol, seed, Path(tmp))
+            for arm in args.arms:
+                res = run_arm(args, arm, seed, demo_file, Path(tmp))
+                r_exp, r_rand = res["expert"], res["random"]
+
+                def norm(ret, r_exp=r_exp, r_rand=r_rand):
+                    return (ret - r_rand) / (r_exp - r_rand)
+
+                steps, secs = first_reaching(res["curve"], 0.9, r_rand, r_exp)
+                rets = [c[2] for c in res["curve"]]
+                best, final = max(rets), rets[-1]
+                row = {"env": args.env, "protocol": args.protocol, "arm": arm, "seed": seed, **res}
+                with open(args.out, "a") as f:
+                    f.write(json.dumps(row) + "\n")
+                print(
+                    f"| {arm} | {seed} | {r_exp:.0f} | {r_rand:.0f} | {steps if steps else '-'} | "
+                    f"{f'{secs:.0f}' if secs else '-'} | {best:.0f} ({norm(best):.2f}) | {final:.0f} ({norm(final):.2f}) |",
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    main()

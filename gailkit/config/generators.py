@@ -1,0 +1,86 @@
+"""The settings of the generators (what updates the policy) and of the policy network they share."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+from gailkit.config.fields import GE0, GE1, GE2, GT0, LAYERS, UNIT, _Checked, _f, _rule
+
+
+@dataclasses.dataclass
+class PPOConfig(_Checked):
+    """PPO's update under stable-baselines3's names (see `stable_baselines3.PPO`); the network is `policy:`."""
+
+    learning_rate: float = _f(3e-4, GT0)
+    n_steps: int = _f(2048, GE1)
+    """Steps per env per rollout (a round)."""
+    batch_size: int = _f(64, GE2)
+    n_epochs: int = _f(10, GE1)
+    gamma: float = _f(0.99, _rule(lambda v: 0 < v <= 1, "must lie in (0, 1]"))
+    gae_lambda: float = _f(0.95, UNIT)
+    clip_range: float = _f(0.2, GT0)
+    ent_coef: float = _f(0.0, GE0)
+    vf_coef: float = _f(0.5, GE0)
+    max_grad_norm: float = _f(0.5, GT0)
+    normalize_advantage: bool = True
+    use_sde: bool = False
+    sde_sample_freq: int = -1
+    linear_schedule: bool = False
+    """Decay learning_rate and clip_range linearly to 0 (rl-zoo3's `lin_` prefix)."""
+    target_kl: float | None = _f(None, GT0)
+    """Stop an update's epochs early once the approximate KL passes 1.5 x this (SB3's target_kl)."""
+
+
+@dataclasses.dataclass
+class PolicyConfig(_Checked):
+    """The policy's network and its value function's, whatever updates them (`gailkit/model/encoders.py`,
+    `gailkit/model/policy/`): what actors build, checkpoints hold and ONNX files carry."""
+
+    net_arch: list[int] = _f([], LAYERS)
+    """Hidden layers of the policy network (after the encoder); empty: the generator's own default
+    ([64, 64] for ppo, [256, 256] for sac)."""
+    vf_arch: list[int] = _f([], LAYERS)
+    """Hidden layers of the value network, or of each of SAC's twin Q networks (empty: as `net_arch`)."""
+    activation: Literal["auto", "tanh", "relu", "elu", "leaky_relu", "gelu", "silu"] = "auto"
+    """auto: the generator's own default (tanh for ppo, relu for sac)."""
+    log_std_init: float = 0.0
+    """Continuous actions: the Gaussian's initial log standard deviation."""
+    ortho_init: bool = True
+    encoder: Literal["auto", "flat", "cnn"] = "auto"
+    """How observations become features: auto = a CNN for images (3-dimensional uint8 Box), flattened
+    (one-hot for discrete spaces) otherwise, one encoder per entry of a Dict; flat; cnn."""
+    cnn_features: int = _f(512, GE1)
+    """Width of a CNN encoder's output."""
+
+
+def _ent_coef_ok(v: object) -> bool:
+    text = str(v)
+    try:
+        return float(text.removeprefix("auto_")) > 0 if text != "auto" else True
+    except ValueError:
+        return False
+
+
+@dataclasses.dataclass
+class SACConfig(_Checked):
+    """The off-policy generator (`generator: sac`): SB3's SAC update on a replay of the run's own
+    transitions whose rewards the current discriminator recomputes at sample time (DAC, Kostrikov
+    et al. 2019); the network is `policy:`."""
+
+    learning_rate: float = _f(3e-4, GT0)
+    n_steps: int = _f(32, GE1)
+    """Steps per env per round (a round's transitions join the replay, then its updates run)."""
+    buffer_size: int = _f(1_000_000, GE1)
+    """Replay capacity in transitions (also bounded by the memory budget; the oldest go first)."""
+    learning_starts: int = _f(2_000, GE0)
+    """Transitions in the replay before the first update."""
+    batch_size: int = _f(256, GE2)
+    updates_per_step: float = _f(1.0, GT0)
+    """Gradient steps per env step collected (SB3's gradient_steps / train_freq)."""
+    tau: float = _f(0.005, UNIT)
+    gamma: float = _f(0.99, _rule(lambda v: 0 < v < 1, "must lie in (0, 1)"))
+    ent_coef: str = _f("auto", _rule(_ent_coef_ok, "must be 'auto', 'auto_<float>' or a float > 0"))
+    """Entropy coefficient: auto (learned toward target_entropy, from 1.0), auto_0.1 (from 0.1), or fixed."""
+    target_entropy: float | None = None
+    """Target entropy of the learned coefficient (None: minus the action dimension)."""
