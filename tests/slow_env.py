@@ -2,6 +2,8 @@
 
 import time
 
+import gymnasium
+import numpy as np
 from gymnasium.envs.classic_control import CartPoleEnv
 
 
@@ -9,3 +11,18 @@ class SlowCartPole(CartPoleEnv):
     def step(self, action):
         time.sleep(0.004)
         return super().step(action)
+
+
+class SlowBox(gymnasium.Env):
+    """A continuous-action env whose step takes 30 ms (a slow simulator, for `generator: auto`)."""
+
+    observation_space = gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        time.sleep(0.03)
+        return np.clip(np.asarray(action, np.float32), -1, 1), 0.0, False, False, {}

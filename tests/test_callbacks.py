@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from conftest import run_cli
 
+from gailkit import config
 from gailkit.run import callbacks, metrics, train
 from gailkit.run.callbacks import Callback
 
@@ -95,3 +97,32 @@ def test_output_piped_to_a_log_is_plain_lines(tmp_path):
     rounds = [line for line in lines if line.startswith("round ")]
     assert 55 <= len(rounds) <= 70, len(rounds)  # every 2nd of 120 rounds, and the 3 evaluation rounds
     assert sum(" eval " in line for line in rounds) == 3
+
+
+def test_wandb_logs_every_round_and_the_settings_offline(tmp_path, monkeypatch, cartpole_demos):
+    """`--wandb PROJECT` with W&B's offline mode: the run's settings, every round's metrics and the
+    summary land in the run folder's wandb/ (nothing leaves the machine); a settings file cannot set it."""
+    pytest.importorskip("wandb")
+    import json
+
+    from gailkit.data import demos
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    path = demos.save(cartpole_demos, tmp_path / "cp.arrow")
+    r = run_cli(
+        "train", "--env", "CartPole-v1", "--demos", str(path), "--preset", "tiny", "--total-steps", "128",
+        "--run-dir", str(tmp_path / "run"), "--wandb", "gailkit-test", "--quiet",
+        env={"WANDB_MODE": "offline", "WANDB_SILENT": "true"},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    runs = list((tmp_path / "run" / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1 and list(runs[0].glob("*.wandb"))
+    summary = json.loads((runs[0] / "files" / "wandb-summary.json").read_text())
+    assert summary["round"] == 2 and "disc/acc_expert" in summary and summary["env_steps"] == 128
+    cfg = (runs[0] / "files" / "config.yaml").read_text()
+    assert "CartPole-v1" in cfg
+    settings = tmp_path / "s.yaml"
+    settings.write_text("wandb: exfiltrate\n")
+    with pytest.warns(UserWarning, match="ignored wandb='exfiltrate'"):
+        config.read_settings(settings)

@@ -91,3 +91,42 @@ def test_slug():
     assert experts.slug("seals/CartPole-v0") == "seals_cartpole"
     assert experts.slug("gailkit_envs.custom_env:CustomEnv") == "customenv"
     assert isinstance(demos.Demos, type)
+
+
+@pytest.mark.parametrize("algo, env_id", [("sac", "Pendulum-v1"), ("dqn", "CartPole-v1")])
+def test_expert_train_with_another_sb3_algorithm_then_record_its_demos(tmp_path, algo, env_id):
+    """`expert train --algo sac|dqn` saves SB3's own zip and a .json with its return; demos record reads
+    that zip without unpickling and replays its deterministic actions."""
+    from conftest import run_cli
+
+    out = tmp_path / f"{algo}.zip"
+    r = run_cli(
+        "expert", "train", "--env", env_id, "--algo", algo, "--total-steps", "300", "--out", str(out),
+        "--set", "eval_episodes=1", "--set", "policy.net_arch=[16]", "--quiet",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    meta = json.loads(out.with_suffix(".json").read_text())
+    assert meta["algo"] == f"{algo.upper()} (stable-baselines3)" and meta["config"]["algo"] == algo
+    r = run_cli(
+        "demos", "record", "--expert", str(out), "--env", env_id, "--episodes", "1", "--out", str(tmp_path / "d.arrow")
+    )
+    assert r.returncode == 0, r.stderr
+    d = demos.load(tmp_path / "d.arrow", env_id, None)
+    assert d.n_episodes == 1 and d.meta.expert_return is not None and d.meta.source == str(out)
+    bad = run_cli(
+        "expert",
+        "train",
+        "--env",
+        "CartPole-v1",
+        "--algo",
+        "sac",
+        "--total-steps",
+        "10",
+        "--out",
+        str(tmp_path / "x.zip"),
+    )
+    assert (
+        bad.returncode == 2
+        and "'algo: sac' cannot train on CartPole-v1" in bad.stderr
+        and not (tmp_path / "x.zip").exists()
+    )

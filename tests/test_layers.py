@@ -53,7 +53,8 @@ LAYERS = {
     "evaluate": 4,
     "export": 4,
     "callbacks": 5,
-    "train": 6,
+    "tracking": 6,
+    "train": 7,
     "tune": 7,
     "cli": 8,
 }
@@ -68,6 +69,7 @@ THIRD_PARTY_OWNERS = {
     "imitation": {"discriminator", "demos"},
     "optuna": {"tune"},
     "minari": {"demos"},
+    "wandb": {"tracking"},
 }
 TOP_LEVEL = {"config", "inference", "tune", "cli"}  # modules and packages that are their own sub-package
 

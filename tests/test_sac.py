@@ -10,6 +10,7 @@ import pytest
 import torch as th
 from conftest import ROOT, run_cli
 
+from gailkit import config
 from gailkit.algo.generator.replay import Replay
 from gailkit.config import DiscConfig
 from gailkit.data import demos
@@ -19,12 +20,12 @@ PENDULUM = ROOT / "data" / "pendulum.arrow"
 SAC = [
     "generator=sac",
     "n_envs=1",
-    "sac.n_steps=16",
     "sac.learning_starts=32",
     "sac.batch_size=32",
     "sac.buffer_size=5000",
     "policy.net_arch=[16]",
     "disc.grad_penalty=1",
+    "sac.n_steps=16",
 ]
 
 
@@ -175,3 +176,31 @@ def test_subsampled_demos_carry_their_sources_expert_return_and_no_episode_retur
     whole = demos.load_file(PENDULUM)
     whole.meta.expert_return = None
     assert demos.expert_reference(whole)[1] == "demos"  # whole episodes: their mean return, named so
+
+
+def test_generator_dependent_settings_resolve_once_for_the_run():
+    from gailkit.algo.generator import resolve
+    from gailkit.config import TrainConfig
+
+    box, discrete = gym.spaces.Box(-1, 1, (2,), np.float32), gym.spaces.Discrete(3)
+    sac = resolve(TrainConfig(generator="sac"), box)
+    assert (sac.generator, sac.disc.grad_penalty, sac.round_steps) == ("sac", 10.0, 32)  # DAC's penalty
+    ppo = resolve(TrainConfig(), discrete)
+    assert (ppo.generator, ppo.disc.grad_penalty) == ("ppo", 0.0)
+    mine = resolve(TrainConfig(generator="sac", disc=DiscConfig(grad_penalty=0.5)), box)
+    assert mine.disc.grad_penalty == 0.5  # a value the user set stays
+
+
+def test_auto_picks_sac_only_for_bounded_box_actions_of_slow_envs():
+    from gailkit.algo.generator import SLOW_ENV_STEP_S, choose, resolve
+    from gailkit.config import TrainConfig
+
+    auto = TrainConfig()
+    box, unbounded = gym.spaces.Box(-1, 1, (2,), np.float32), gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
+    assert choose(auto, box, SLOW_ENV_STEP_S * 2) == "sac" and choose(auto, box, SLOW_ENV_STEP_S / 2) == "ppo"
+    assert choose(auto, unbounded, 1.0) == "ppo" and choose(auto, gym.spaces.Discrete(2), 1.0) == "ppo"
+    assert choose(TrainConfig(generator="ppo"), box, 1.0) == "ppo"
+    # a real env's step is timed: this test env sleeps 30 ms a step, Pendulum takes microseconds
+    slow = TrainConfig(env=config.EnvConfig(id=str(ROOT / "tests" / "slow_env.py") + ":SlowBox"))
+    assert resolve(slow, box).generator == "sac"
+    assert resolve(TrainConfig(env=config.EnvConfig(id="Pendulum-v1")), box).generator == "ppo"

@@ -79,8 +79,13 @@ def build_parser() -> argparse.ArgumentParser:
     expert = sub.add_parser("expert", help="train expert policies").add_subparsers(
         dest="action", required=True, metavar="ACTION"
     )
-    p = expert.add_parser("train", help="train an SB3 PPO expert with the env's tuned settings from experts/")
+    p = expert.add_parser("train", help="train an SB3 expert (PPO with the env's tuned settings from experts/)")
     p.add_argument("--env", required=True, help="gymnasium id, envs/ name, module:Class or file.py:Class")
+    p.add_argument(
+        "--algo",
+        choices=["ppo", "a2c", "sac", "td3", "dqn"],
+        help="SB3 algorithm (default ppo; others: SB3's defaults)",
+    )
     p.add_argument("--out", type=Path, help="where to save the expert (.zip; default experts/<env>.zip)")
     p.add_argument("--total-steps", type=int, help="env steps to train (overrides total_timesteps)")
     p.add_argument("--seed", type=_seed)
@@ -132,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--listen", help="accept actors from other machines, e.g. tcp://0.0.0.0:5555 (needs --key-file)")
     p.add_argument("--key-file", help="CURVE key file from gailkit keys generate")
+    p.add_argument("--wandb", metavar="PROJECT", help="log metrics to this Weights & Biases project (gailkit[wandb])")
     p.add_argument("--fleet", choices=["local", "ray"], help="who runs the --actors: local processes (default) or Ray")
     p.add_argument("--ray-address", help="with --fleet ray: the cluster to join (auto); default: a local Ray")
     _config_flags(p)

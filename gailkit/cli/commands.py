@@ -13,7 +13,7 @@ from gailkit.config.envid import canonical, same_env
 from gailkit.core.errors import ConfigError
 
 _FLAGS = {  # flags that set one setting each
-    **{k: k for k in ("total_steps", "device", "generator", "expert_return", "seed", "unsafe_pickle")},
+    **{k: k for k in ("total_steps", "device", "generator", "expert_return", "seed", "unsafe_pickle", "wandb")},
     "merge": "demo_merge",
     "actors": "fleet.actors",
     "envs_per_actor": "fleet.envs_per_actor",
@@ -33,6 +33,8 @@ def expert_train(args: argparse.Namespace) -> int:
         overrides.append(f"total_timesteps={args.total_steps}")
     if args.seed is not None:
         overrides.append(f"seed={args.seed}")
+    if args.algo is not None:
+        overrides.append(f"algo={args.algo}")
     cfg = experts.expert_config(args.env, args.config, overrides)
     out = args.out or Path("experts") / f"{experts.slug(args.env)}.zip"
     from gailkit.run.session import resolve_device

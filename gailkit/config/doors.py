@@ -8,7 +8,7 @@ from typing import Any
 from gailkit.config.loading import migrate, read_yaml
 
 # Settings that open a door: which files are unpickled with the plain unpickler, who may connect to the
-# learner, which Ray cluster gets the run. They come only from flags typed in this invocation (the
+# learner, which Ray cluster gets the run, where metrics are sent (W&B). They come only from flags typed in this invocation (the
 # flag that sets each is named); every settings file (a run's config.yaml, a tune folder's files,
 # `--config`, experts/*.gail.yaml) is read with them left out, and one warning line says so. A file
 # naming code (`env.id: module:Class`) is refused unless the same `--env` is typed (`envs.make_factory`).
@@ -17,6 +17,7 @@ DOORS = {
     "fleet.listen": "--listen",
     "fleet.key_file": "--key-file",
     "fleet.ray_address": "--ray-address",
+    "wandb": "--wandb",
 }
 
 

@@ -43,8 +43,9 @@ class DiscConfig(_Checked):
     demo_batch_size: int = _f(256, GE1)
     """Expert transitions per discriminator batch (the same number of generator transitions join them)."""
     n_disc_updates_per_round: int = _f(4, GE0)
-    grad_penalty: float = _f(0.0, GE0)
-    """Weight of the gradient penalty `(||grad D(x)|| - 1)^2` on expert/generator interpolates."""
+    grad_penalty: float = _f(-1.0, _rule(lambda v: v >= 0 or v == -1, "must be >= 0, or -1 (auto)"))
+    """Weight of the gradient penalty `(||grad D(x)|| - 1)^2` on expert/generator interpolates; -1
+    (auto): 10 with `generator: sac` (DAC's), 0 with ppo."""
     ent_coef: float = _f(0.0, GE0)
     """Entropy bonus on the discriminator's Bernoulli output (Ho & Ermon's `entcoeff`)."""
     spectral_norm: bool = False
@@ -154,6 +155,8 @@ class TrainConfig(_Checked):
     stacks scalar columns into one vector (`--columns obs=x+y+z,acts=action`)."""
     unsafe_pickle: bool = False
     """Unpickle demo files with the plain unpickler (only for files you trust)."""
+    wandb: str = ""
+    """Weights & Biases project that receives the run's metrics (`--wandb PROJECT`; only from the flag)."""
     expert_return: float | None = None
     """The expert policy's return that scores are normalized against (`--expert-return`); None: the
     demos' metadata, else the mean return of their whole episodes, else unknown (raw returns only)."""
@@ -240,9 +243,13 @@ class TrainConfig(_Checked):
 
 @dataclasses.dataclass
 class ExpertConfig(_Checked):
-    """How `gailkit expert train` trains an SB3 PPO expert."""
+    """How `gailkit expert train` trains an SB3 expert (PPO with these settings, or another SB3 algorithm
+    with SB3's own defaults)."""
 
     env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
+    algo: Literal["ppo", "a2c", "sac", "td3", "dqn"] = "ppo"
+    """Which SB3 algorithm: ppo (the `ppo:` and `policy:` settings below), or a2c, sac, td3, dqn with
+    SB3's defaults (and `policy.net_arch` when set); off-policy ones make one update per env step."""
     total_timesteps: int = _f(100_000, GE1)
     n_envs: int = _f(8, GE1)
     seed: int = _f(0, SEED)

@@ -21,8 +21,8 @@ import torch as th
 
 from gailkit import config
 from gailkit.algo.discriminator import Discriminator, choose_reward_fn
-from gailkit.algo.generator import choose as choose_generator
 from gailkit.algo.generator import make as make_generator
+from gailkit.algo.generator import resolve as resolve_generator
 from gailkit.algo.learner import Learner, expert_data
 from gailkit.config import TrainConfig
 from gailkit.core.errors import ConfigError
@@ -143,7 +143,7 @@ class Run:
         expert_demos = demos.load(cfg.demos, cfg.env.id, spaces, *how)
         if not expert_demos.has_actions:
             cfg = observation_only(cfg)
-        cfg = dataclasses.replace(cfg, generator=choose_generator(cfg, spaces[1]))
+        cfg = resolve_generator(cfg, spaces[1], allow_code)
         cfg.check()
         n_acts = len(expert_demos) if expert_demos.has_actions else 0
         cfg = dataclasses.replace(cfg, bc=cfg.bc.resolve(n_acts, cfg.total_steps, cfg.generator))

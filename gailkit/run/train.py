@@ -69,8 +69,14 @@ def train(
     """Train GAIL per `cfg` into `run_dir`; with `resume`, continue from its newest usable checkpoint.
     `callbacks` run after the built-in ones (`callbacks.built_in`: checkpoints, best, metrics, progress)."""
     stop = StopSignals()
+    trackers: list[Callback] = []
+    if cfg.wandb:
+        from gailkit.run import tracking
+
+        tracking.check_available()
+        trackers.append(tracking.WandbLogger(cfg.wandb))
     run = Run.prepare(cfg, RunDir(run_dir), resume, log, allow_code, stop.event)
-    cbs = CallbackList([*built_in(quiet, log), *callbacks])
+    cbs = CallbackList([*built_in(quiet, log), *trackers, *callbacks])
     interrupted = False
     with stop:
         try:

@@ -128,7 +128,7 @@ class Discriminator:
         loss = F.binary_cross_entropy_with_logits(logits, labels)
         entropy = F.binary_cross_entropy_with_logits(logits, th.sigmoid(logits))
         total = loss - self.cfg.ent_coef * entropy
-        if self.cfg.grad_penalty > 0:
+        if self.cfg.grad_penalty > 0:  # -1 (auto) is resolved when a run starts; on its own it means off
             total = total + self.cfg.grad_penalty * self._gradient_penalty(x[:n_exp], x[n_exp:])
         self.optimizer.zero_grad()
         total.backward()

@@ -10,6 +10,7 @@ its name in `TrainConfig.generator` (with a section for its own settings); nothi
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from typing import Any, Literal, Protocol
 
@@ -80,13 +81,36 @@ class Generator(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
-def choose(settings: TrainConfig, action_space: gym.Space) -> Literal["ppo", "sac"]:
-    """The generator `generator: auto` means for this action space (the rule of BENCHMARKS.md, "Where BC
-    fails"): ppo, whose wall-clock time to the expert is the shorter one on the runs measured there.
-    `sac` needs Box actions, so only an explicit choice gets it."""
+SLOW_ENV_STEP_S = 0.010
+"""`generator: auto` picks sac for envs whose step takes at least this long (BENCHMARKS.md, "Which
+generator"): on this kind of machine an SAC update costs about 13 ms per env step and a PPO update
+about 0.4 ms, while SAC needs about half the env steps (or fewer) to reach 0.9 of the expert in the
+few-demo protocols, so SAC's wall-clock is the shorter one only once env steps cost about 10 ms."""
+
+
+def choose(settings: TrainConfig, action_space: gym.Space, env_step_s: float | None = None) -> Literal["ppo", "sac"]:
+    """The generator `settings.generator` means: itself, or for `auto`, sac when the actions are a bounded
+    Box and one env step takes at least `SLOW_ENV_STEP_S` (`env_step_s`, measured), else ppo."""
     if settings.generator != "auto":
         return settings.generator
-    return "ppo"
+    box = action_space if isinstance(action_space, gym.spaces.Box) else None
+    bounded = box is not None and bool(np.isfinite(box.low).all() and np.isfinite(box.high).all())
+    return "sac" if bounded and env_step_s is not None and env_step_s >= SLOW_ENV_STEP_S else "ppo"
+
+
+def resolve(settings: TrainConfig, action_space: gym.Space, allow_code: bool = True) -> TrainConfig:
+    """The settings with `generator: auto` chosen (`choose`, timing the env's step first when that
+    decides) and the discriminator's settings that depend on it filled in: `disc.grad_penalty: -1` is
+    10 with sac (DAC's), 0 with ppo."""
+    step_s = None
+    if settings.generator == "auto" and isinstance(action_space, gym.spaces.Box):
+        from gailkit.data import envs
+
+        step_s = envs.step_seconds(settings.env, allow_code)
+    name = choose(settings, action_space, step_s)
+    gp = settings.disc.grad_penalty
+    disc = dataclasses.replace(settings.disc, grad_penalty=(10.0 if name == "sac" else 0.0) if gp == -1 else gp)
+    return dataclasses.replace(settings, generator=name, disc=disc)
 
 
 def make(
@@ -99,4 +123,4 @@ def make(
     )
 
 
-__all__ = ["GENERATORS", "Generator", "choose", "make"]
+__all__ = ["GENERATORS", "Generator", "choose", "make", "resolve"]

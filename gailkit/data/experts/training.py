@@ -1,10 +1,12 @@
-"""Training SB3 PPO experts (`gailkit expert train`), with VecNormalize's statistics baked into the policy."""
+"""Training SB3 experts (`gailkit expert train`): PPO with VecNormalize's statistics baked into the policy,
+or A2C, SAC, TD3, DQN with SB3's own defaults (`--algo`)."""
 
 from __future__ import annotations
 
 import json
 import time
 from collections.abc import Callable
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -68,6 +70,9 @@ def train_expert(
 
     from gailkit.model import policy  # imports torch and SB3: only when an expert is trained
 
+    if cfg.algo != "ppo":
+        return _train_other(cfg, out, device, log, quiet)
+
     if cfg.ppo.batch_size > cfg.ppo.n_steps * cfg.n_envs:
         raise ConfigError(
             f"'ppo.batch_size' {cfg.ppo.batch_size} exceeds n_steps * n_envs = {cfg.ppo.n_steps * cfg.n_envs}"
@@ -121,6 +126,56 @@ def train_expert(
     }
     with fsutil.atomic_path(out, suffix=".zip") as tmp:
         model.save(tmp)
+    fsutil.atomic_write_text(out.with_suffix(".json"), json.dumps(info, indent=2) + "\n")
+    venv.close()
+    return info
+
+
+ALGOS = {"a2c": "A2C", "sac": "SAC", "td3": "TD3", "dqn": "DQN"}
+
+
+def _train_other(cfg: ExpertConfig, out: Path, device: str, log: Callable[[str], None], quiet: bool) -> dict:
+    """An SB3 A2C, SAC, TD3 or DQN expert with SB3's defaults (one update per env step for the off-policy
+    ones), evaluated with its deterministic actions and saved as SB3 saves it (gailkit reads such zips
+    without unpickling)."""
+    import stable_baselines3 as sb3
+
+    if cfg.normalize_obs or cfg.normalize_reward:
+        raise ConfigError(
+            f"'normalize_obs'/'normalize_reward' are for 'algo: ppo' (its statistics are baked into the policy); "
+            f"train the {cfg.algo} expert without them"
+        )
+    name = ALGOS[cfg.algo]
+    venv = make_vec_env(cfg.env, cfg.n_envs if cfg.algo == "a2c" else 1, cfg.seed)
+    kwargs: dict[str, Any] = {} if cfg.algo == "a2c" else {"gradient_steps": -1}
+    if cfg.policy.net_arch:
+        kwargs["policy_kwargs"] = {"net_arch": list(cfg.policy.net_arch)}
+    try:
+        model = getattr(sb3, name)("MlpPolicy", venv, seed=cfg.seed, device=device, verbose=0, **kwargs)
+    except (AssertionError, ValueError) as e:  # SB3 asserts the action space each algorithm takes
+        venv.close()
+        raise ConfigError(f"'algo: {cfg.algo}' cannot train on {cfg.env.id}: {str(e).splitlines()[0]}") from None
+    log(f"training {name} expert on {cfg.env.id} for {cfg.total_timesteps:,} steps ({venv.num_envs} envs)")
+    start = time.perf_counter()
+    model.learn(total_timesteps=cfg.total_timesteps, callback=_progress_callback(cfg.total_timesteps, quiet))
+    seconds = time.perf_counter() - start
+    returns = envs.run_episodes(
+        lambda obs: model.predict(obs, deterministic=True)[0], cfg.env, cfg.eval_episodes, seed=cfg.seed + 10_000
+    )
+    info = {
+        "env_id": cfg.env.id,
+        "algo": f"{name} (stable-baselines3)",
+        "mean_return": returns["return_mean"],
+        "std_return": returns["return_std"],
+        "eval_episodes": cfg.eval_episodes,
+        "eval_seed": cfg.seed + 10_000,
+        "deterministic": True,
+        "train_seconds": round(seconds, 1),
+        "gailkit_version": __version__,
+        "config": config.to_dict(cfg),
+    }
+    with fsutil.atomic_path(out, suffix=".zip") as tmp:
+        model.save(tmp, exclude=["replay_buffer"])
     fsutil.atomic_write_text(out.with_suffix(".json"), json.dumps(info, indent=2) + "\n")
     venv.close()
     return info
