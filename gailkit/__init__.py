@@ -1,7 +1,7 @@
 """gailkit: imitation learning with GAIL, from expert demonstration files to an ONNX policy.
 
 The public names, imported on first use (so `import gailkit` stays light, and `gailkit.OnnxPolicy`
-needs no torch): `train`, `train_config`, `Callback`, `load_demos`, `evaluate`, `export`, `OnnxPolicy`,
+needs no torch): `learn` (from env objects and arrays), `train`, `train_config`, `Callback`, `load_demos`, `evaluate`, `export`, `OnnxPolicy`,
 `TrainConfig`.
 The sub-packages, bottom to top: `core`, `config`, `model`, `data`, `rollout` | `algo`, `run`,
 `tune`, `cli` (ARCHITECTURE.md).
@@ -17,6 +17,7 @@ except _metadata.PackageNotFoundError:  # run from a source tree that was never 
     __version__ = "0+unknown"
 
 _PUBLIC = {
+    "learn": "gailkit.run.api:learn",
     "train": "gailkit.run.train:train",
     "train_config": "gailkit.run.train:train_config",
     "Callback": "gailkit.run.callbacks:Callback",

@@ -11,7 +11,7 @@ import gailkit
 def test_public_names_are_listed_and_import_lazily():
     code = (
         "import sys, gailkit\n"
-        "assert {'train', 'train_config', 'Callback', 'load_demos', 'evaluate', 'export', 'OnnxPolicy', 'TrainConfig'}"
+        "assert {'learn', 'train', 'train_config', 'Callback', 'load_demos', 'evaluate', 'export', 'OnnxPolicy', 'TrainConfig'}"
         " <= set(dir(gailkit))\n"
         "assert 'torch' not in sys.modules\n"
         "gailkit.OnnxPolicy\n"
@@ -52,3 +52,44 @@ def test_the_readmes_python_example_runs_as_written(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     assert (tmp_path / "nb" / "final" / "checkpoint.pt").is_file() and r.stdout.strip()
+
+
+def test_learn_from_an_env_class_of_this_process_and_demos_as_arrays(tmp_path, monkeypatch):
+    """A notebook's own env class and its demos as numpy arrays: one call trains; the demos land once
+    in the cache folder by content; actor processes are refused in one line (the class lives here)."""
+    import gymnasium as gym
+    import numpy as np
+
+    from gailkit.core.errors import ConfigError
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+    class Reach(gym.Env):
+        observation_space = gym.spaces.Box(-2.0, 2.0, (1,), np.float32)
+        action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+        def reset(self, *, seed=None, options=None):
+            super().reset(seed=seed)
+            self.x, self.t = np.float32(self.np_random.uniform(-1, 1)), 0
+            return np.array([self.x], np.float32), {}
+
+        def step(self, action):
+            self.x = np.float32(np.clip(self.x + 0.5 * float(np.asarray(action).reshape(-1)[0]), -2, 2))
+            self.t += 1
+            return np.array([self.x], np.float32), -abs(float(self.x)), False, self.t >= 10, {}
+
+    rng = np.random.default_rng(0)
+    obs = rng.uniform(-1, 1, (50, 1)).astype(np.float32)
+    acts = np.clip(-obs, -1, 1)
+    arrays = {"obs": obs, "acts": acts, "next_obs": obs + 0.5 * acts, "terminated": np.zeros(50, bool)}
+    arrays["truncated"] = (np.arange(50) % 10) == 9
+    s = gailkit.learn(Reach, arrays, tmp_path / "run", total_steps=128, preset="tiny", quiet=True, log=lambda m: None)
+    assert s["env_steps"] == 128
+    cached = list((tmp_path / "cache" / "gailkit" / "demos").glob("*.arrow"))
+    assert len(cached) == 1
+    gailkit.learn(Reach(), arrays, tmp_path / "again", total_steps=64, preset="tiny", quiet=True, log=lambda m: None)
+    assert list((tmp_path / "cache" / "gailkit" / "demos").glob("*.arrow")) == cached  # same content, same file
+    with pytest.raises(ConfigError, match="lives in this process only"):
+        gailkit.learn(Reach, arrays, tmp_path / "r3", settings=["fleet.actors=2"], quiet=True, log=lambda m: None)
+    with pytest.raises(ConfigError, match="the dict has no 'next_obs'"):
+        gailkit.learn(Reach, {"obs": obs}, tmp_path / "r4", quiet=True, log=lambda m: None)

@@ -55,6 +55,7 @@ LAYERS = {
     "callbacks": 5,
     "tracking": 6,
     "train": 7,
+    "api": 8,
     "tune": 7,
     "cli": 8,
 }
