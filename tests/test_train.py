@@ -47,14 +47,18 @@ def test_run_directory_contents(tmp_path, cartpole_file):
         "time/collect_fps",
         "disc/reward_std",
         "disc/logit_expert",
+        "time/bytes_per_s",
     ):  # every stat the round produces reaches the file
         assert rows[-1][key], key
     saved = config.build(TrainConfig, [("saved", config.read_yaml(run / "config.yaml"))])
     import dataclasses
 
     # config.yaml records what ran: BC's auto values filled in, and the generator `auto` chose
-    assert dataclasses.replace(saved, bc=cfg.bc, generator="auto") == cfg and saved.generator == "ppo"
+    auto_disc = dataclasses.replace(saved.disc, grad_penalty=-1.0)
+    assert dataclasses.replace(saved, bc=cfg.bc, generator="auto", disc=auto_disc) == cfg
+    assert saved.generator == "ppo" and saved.disc.grad_penalty == 0.0
     assert (saved.bc.epochs, saved.bc.steps_per_round, saved.bc.anneal_steps) == (50, 10, 96) and cfg.bc.epochs == -1
+    assert float(rows[0]["data/round_bytes"]) == 64 * (4 + 4) * 4 + 64 * 8  # obs, next_obs float32 x 4; int64 acts
     state = checkpoint.load(run / "final" / "checkpoint.pt")
     assert state.reward_fn == "gail" and state.references.random_episodes >= 20
     assert state.best.metric == "return" and state.best.round == 2

@@ -63,6 +63,21 @@ def test_fragment_round_trip_is_exact():
     FragmentSpec.of(*SPACES, 5, 2).check(back)
 
 
+def test_fragments_of_frames_travel_compressed_and_come_back_exact():
+    import dataclasses
+
+    f = _fragment(t=16, e=2)
+    frames = np.zeros((16, 2, 42, 42, 3), np.uint8)  # mostly background, as game frames are
+    frames[:, :, 10:14, 5:9] = 200
+    img = dataclasses.replace(f, obs=frames, next_obs=frames[::-1].copy())
+    body = wire.encode_fragment(img)
+    assert len(body) < frames.nbytes // 4  # both frame columns, compressed
+    back = wire.decode_fragment(body, 1, 7)
+    assert np.array_equal(back.obs, frames) and np.array_equal(back.next_obs, frames[::-1])
+    plain = wire.encode_fragment(f)  # vector rows travel as they are
+    assert len(plain) > f.obs.nbytes + f.next_obs.nbytes
+
+
 def test_work_round_trip_and_header():
     weights, n_steps = wire.decode_work(WORK_BODY, 3)
     assert n_steps == 64 and set(weights.tensors) == set(WEIGHTS.tensors)

@@ -101,6 +101,7 @@ class Learner:
         """Train on fragments collected with the current version; returns `section/key` stats."""
         frag = self._stack(frags)
         stats = {"actors/policy_lag": float(self.version - min(f.policy_version for f in frags))}
+        stats["data/round_bytes"] = float(frag.obs.nbytes + frag.next_obs.nbytes + frag.acts.nbytes)
         with _timed(stats, "time/reward_s"):
             gen, rewards, terminal_value = self._judge(frag, stats)
         with _timed(stats, "time/ppo_s"):

@@ -79,9 +79,15 @@ def parse_header(data: bytes, run_id: bytes | None) -> Header:
     return Header(kind, rid, actor_id, version, protocol)
 
 
-def _ipc(batch: pa.RecordBatch) -> bytes:
+COMPRESS_ROW_BYTES = 1024
+"""Fragments whose rows hold at least this many bytes (frames) travel LZ4-compressed; vector rows
+(float noise, which barely compresses) travel as they are."""
+
+
+def _ipc(batch: pa.RecordBatch, compress: bool = False) -> bytes:
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, batch.schema) as writer:
+    options = pa.ipc.IpcWriteOptions(compression="lz4") if compress else None
+    with pa.ipc.new_stream(sink, batch.schema, options=options) as writer:
         writer.write_batch(batch)
     return sink.getvalue().to_pybytes()
 
@@ -120,7 +126,8 @@ def encode_fragment(f: Fragment) -> bytes:
         "sample_seconds": f.sample_seconds,
     }
     batch = pa.record_batch(list(cols.values()), names=list(cols))
-    return _ipc(batch.replace_schema_metadata({b"gailkit": json.dumps(meta).encode()}))
+    big = batch.nbytes >= COMPRESS_ROW_BYTES * max(1, batch.num_rows)
+    return _ipc(batch.replace_schema_metadata({b"gailkit": json.dumps(meta).encode()}), compress=big)
 
 
 def decode_fragment(body: bytes, actor_id: int, policy_version: int) -> Fragment:

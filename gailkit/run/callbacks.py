@@ -106,7 +106,7 @@ class Metrics(Callback):
 
         keep = run.learner.version if run.resume_from is not None else None
         self.log = MetricsLog(run.dir.metrics, run.dir.tensorboard, keep)
-        self.t0, self.steps0 = time.perf_counter(), run.learner.env_steps
+        self.t0, self.steps0, self.bytes = time.perf_counter(), run.learner.env_steps, 0.0
 
     def on_round(self, run: Run, stats: dict[str, float]) -> None:
         learner = run.learner
@@ -120,6 +120,8 @@ class Metrics(Callback):
                 "time/collect_fps": run.cfg.round_steps / max(stats["time/collect_s"], 1e-9),
             }
         )
+        self.bytes += stats.get("data/round_bytes", 0.0)
+        stats["time/bytes_per_s"] = self.bytes / max(elapsed, 1e-9)  # the seed's measure: data learned per second
         assert self.log is not None
         self.log.write(stats)
 
