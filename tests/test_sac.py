@@ -204,3 +204,14 @@ def test_auto_picks_sac_only_for_bounded_box_actions_of_slow_envs():
     slow = TrainConfig(env=config.EnvConfig(id=str(ROOT / "tests" / "slow_env.py") + ":SlowBox"))
     assert resolve(slow, box).generator == "sac"
     assert resolve(TrainConfig(env=config.EnvConfig(id="Pendulum-v1")), box).generator == "ppo"
+
+
+def test_sac_learns_from_observations_only(tmp_path, pendulum_small):
+    """Demos without actions: the discriminator judges (obs, next_obs) of replayed transitions."""
+    obs_only = demos.save(demos.strip_actions(demos.load_file(pendulum_small)), tmp_path / "obs.arrow")
+    cfg = _config(obs_only, ["total_steps=96", "eval_every=0"])
+    train.train(cfg, tmp_path / "run", quiet=True, log=lambda m: None)
+    state = checkpoint.load(tmp_path / "run" / "final" / "checkpoint.pt")
+    assert not state.settings.disc.use_action and state.settings.disc.use_next_state
+    rows = list(csv.DictReader(open(tmp_path / "run" / "metrics.csv")))
+    assert rows[-1]["train/critic_loss"] and float(rows[-1]["replay/size"]) == 96
