@@ -184,7 +184,7 @@ def test_generator_dependent_settings_resolve_once_for_the_run():
 
     box, discrete = gym.spaces.Box(-1, 1, (2,), np.float32), gym.spaces.Discrete(3)
     sac = resolve(TrainConfig(generator="sac"), box)
-    assert (sac.generator, sac.disc.grad_penalty, sac.round_steps) == ("sac", 10.0, 32)  # DAC's penalty
+    assert (sac.generator, sac.disc.grad_penalty, sac.round_steps) == ("sac", 10.0, 32)  # DAC penalty, 1 env x 32
     ppo = resolve(TrainConfig(), discrete)
     assert (ppo.generator, ppo.disc.grad_penalty) == ("ppo", 0.0)
     mine = resolve(TrainConfig(generator="sac", disc=DiscConfig(grad_penalty=0.5)), box)

@@ -69,9 +69,9 @@ class SACConfig(_Checked):
     et al. 2019); the network is `policy:`."""
 
     learning_rate: float = _f(3e-4, GT0)
-    n_steps: int = _f(4, GE1)
-    """Steps per env per round (a round's transitions join the replay, then its updates run): 4 x the
-    8 default envs, 32 transitions and 32 updates a round."""
+    n_steps: int = _f(32, GE1)
+    """Steps per env per round (a round's transitions join the replay, then its updates run): with
+    the one env `n_envs: -1` gives sac, 32 transitions and 32 updates a round."""
     buffer_size: int = _f(1_000_000, GE1)
     """Replay capacity in transitions (also bounded by the memory budget; the oldest go first)."""
     learning_starts: int = _f(2_000, GE0)

@@ -169,8 +169,9 @@ class TrainConfig(_Checked):
     `generator.choose`: the rule measured in BENCHMARKS.md)."""
     device: str = "auto"
     """Learner device: auto (CUDA when present), cpu, cuda, cuda:N."""
-    n_envs: int = _f(8, GE1)
-    """Envs stepped by the in-process fleet (`fleet.actors: 0`)."""
+    n_envs: int = _f(-1, _rule(lambda v: v >= 1 or v == -1, "must be >= 1, or -1 (auto)"))
+    """Envs stepped by the in-process fleet (`fleet.actors: 0`); -1 (auto): 8 with ppo, 1 with sac
+    (measured in BENCHMARKS.md, "Where BC fails": SAC learned slower from 8 envs x 4 steps a round)."""
     normalize_obs: bool = True
     """Running observation normalization inside the policy (seeded from the expert's observations)."""
     eval_every: int = _f(-1, _rule(lambda v: v >= -1, "must be >= -1"))
@@ -187,8 +188,12 @@ class TrainConfig(_Checked):
     bc: BCConfig = dataclasses.field(default_factory=BCConfig)
 
     @property
+    def in_process_envs(self) -> int:
+        return self.n_envs if self.n_envs > 0 else (1 if self.generator == "sac" else 8)
+
+    @property
     def total_envs(self) -> int:
-        return self.fleet.actors * self.fleet.envs_per_actor if self.fleet.actors else self.n_envs
+        return self.fleet.actors * self.fleet.envs_per_actor if self.fleet.actors else self.in_process_envs
 
     @property
     def fragment_steps(self) -> int:
