@@ -99,6 +99,30 @@ def test_output_piped_to_a_log_is_plain_lines(tmp_path):
     assert sum(" eval " in line for line in rounds) == 3
 
 
+def _wandb_records(data: bytes) -> list:
+    """(kind, record) of a W&B offline run file: a LevelDB-style log (7-byte header, 32 KiB blocks of
+    checksummed chunks) of protobuf `Record`s."""
+    import struct
+
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    out, pos, buf = [], 7, b""
+    while pos + 7 <= len(data):
+        left = 32768 - pos % 32768
+        _, n, kind = struct.unpack("<IHB", data[pos : pos + 7]) if left >= 7 else (0, 0, 0)
+        if n == 0 and kind == 0:
+            pos += left
+            continue
+        buf, pos = buf + data[pos + 7 : pos + 7 + n], pos + 7 + n
+        if kind in (1, 4):  # a whole record, or the last chunk of one
+            record = pb.Record()
+            record.ParseFromString(buf)
+            which = record.WhichOneof("record_type")
+            out.append((which, getattr(record, which)))
+            buf = b""
+    return out
+
+
 def test_wandb_logs_every_round_and_the_settings_offline(tmp_path, monkeypatch, cartpole_demos):
     """`--wandb PROJECT` with W&B's offline mode: the run's settings, every round's metrics and the
     summary land in the run folder's wandb/ (nothing leaves the machine); a settings file cannot set it."""
@@ -117,11 +141,24 @@ def test_wandb_logs_every_round_and_the_settings_offline(tmp_path, monkeypatch, 
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     runs = list((tmp_path / "run" / "wandb").glob("offline-run-*"))
-    assert len(runs) == 1 and list(runs[0].glob("*.wandb"))
-    summary = json.loads((runs[0] / "files" / "wandb-summary.json").read_text())
-    assert summary["round"] == 2 and "disc/acc_expert" in summary and summary["env_steps"] == 128
-    cfg = (runs[0] / "files" / "config.yaml").read_text()
-    assert "CartPole-v1" in cfg
+    assert len(runs) == 1
+    records = _wandb_records(next(runs[0].glob("*.wandb")).read_bytes())
+    history = [
+        {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.item}
+        for k, r in records
+        if k == "history"
+    ]
+    assert [h["env_steps"] for h in history] == [64, 128] and all("disc/acc_expert" in h for h in history)
+    summary = {
+        i.key or "/".join(i.nested_key): json.loads(i.value_json)
+        for kind, r in records
+        if kind == "summary"
+        for i in r.update
+    }
+    assert summary["rounds"] == 2 and summary["env_steps"] == 128 and "return_mean" in summary
+    config_keys = {i.key or "/".join(i.nested_key) for kind, r in records if kind == "config" for i in r.update}
+    run_record = next(r for kind, r in records if kind == "run")
+    assert {"env", "disc", "generator"} <= config_keys | {i.key for i in run_record.config.update}
     settings = tmp_path / "s.yaml"
     settings.write_text("wandb: exfiltrate\n")
     with pytest.warns(UserWarning, match="ignored wandb='exfiltrate'"):

@@ -11,6 +11,7 @@ machine): it comes only from the flag typed now, never from a settings file (`co
 from __future__ import annotations
 
 import hashlib
+import sys
 from typing import Any
 
 from gailkit.core.errors import GailkitError
@@ -51,11 +52,18 @@ class WandbLogger(Callback):
         self.wb.log({k: v for k, v in stats.items() if isinstance(v, (int, float))}, step=run.learner.env_steps)
 
     def on_end(self, run: Run, summary: dict[str, Any]) -> None:
+        """After the final checkpoint (`close` has run by then): the summary, then the W&B run ends."""
+        if self.wb is None:
+            return
         for key, value in summary.items():
             if isinstance(value, (int, float, str)):
                 self.wb.summary[key] = value
+        self.wb.finish()
+        self.wb = None
 
     def close(self) -> None:
-        if self.wb is not None:
-            self.wb.finish()
+        """On the way out of a failed run the W&B run ends marked failed; a run that ends well is
+        finished by `on_end`, which comes after `close`."""
+        if self.wb is not None and sys.exc_info()[0] is not None:
+            self.wb.finish(exit_code=1)
             self.wb = None
