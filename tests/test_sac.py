@@ -124,12 +124,23 @@ def test_resume_after_round_k_equals_uninterrupted(tmp_path, pendulum_small):
     assert th.equal(a["generator"]["replay"], b["generator"]["replay"])
 
 
-def test_actor_processes_run_the_squashed_policy(tmp_path, pendulum_small):
-    cfg = _config(pendulum_small, ["total_steps=128", "fleet.actors=2", "fleet.envs_per_actor=1", "eval_every=0"])
+@pytest.mark.parametrize("lag", [0, 1])
+def test_actor_processes_run_the_squashed_policy(tmp_path, pendulum_small, lag):
+    """Actor processes build SAC's actor from the wire's policy kind; with `max_policy_lag: 1` they collect
+    the next round while the learner updates (fragments one version old join the replay)."""
+    extra = [
+        "total_steps=128",
+        "fleet.actors=2",
+        "fleet.envs_per_actor=1",
+        "eval_every=0",
+        f"fleet.max_policy_lag={lag}",
+    ]
+    cfg = _config(pendulum_small, extra)
     s = train.train(cfg, tmp_path / "run", quiet=True, log=lambda m: None)
     assert s["env_steps"] == 128
     rows = list(csv.DictReader(open(tmp_path / "run" / "metrics.csv")))
     assert float(rows[-1]["replay/size"]) == 128 and rows[-1]["train/actor_loss"]
+    assert max(float(r["actors/policy_lag"]) for r in rows) == lag
 
 
 def test_onnx_and_sb3_exports_of_a_sac_run(sac_run, tmp_path):
