@@ -187,15 +187,16 @@ def inspect(args: argparse.Namespace) -> int:
     )
     for r in rows:
         ret = f"{_fmt(r['return_mean'])} ± {_fmt(r['return_std'])}" if r["return_mean"] is not None else "n/a"
-        length = f"{r['length_mean']:.1f} ± {r['length_std']:.1f}"
+        loose = r["episodes"] is None  # subsampled or cut: no episode structure
+        length = "loose" if loose else f"{r['length_mean']:.1f} ± {r['length_std']:.1f}"
         print(
-            f"{Path(r['path']).name:<28} {r['format']:<20} {str(r['env_id'] or '?'):<14} {r['episodes']:>8} "
+            f"{Path(r['path']).name:<28} {r['format']:<20} {str(r['env_id'] or '?'):<14} {'-' if loose else r['episodes']:>8} "
             f"{r['transitions']:>8} {ret:>17} {_fmt(r['expert_return']):>9} {length:>13}  "
             f"{r['observation_space']} -> {r['action_space']}"
         )
     if len(rows) > 1:
         print(
-            f"{'total':<28} {'':<20} {'':<14} {sum(r['episodes'] for r in rows):>8} {sum(r['transitions'] for r in rows):>8}"
+            f"{'total':<28} {'':<20} {'':<14} {sum(r['episodes'] or 0 for r in rows):>8} {sum(r['transitions'] for r in rows):>8}"
         )
     return 0
 

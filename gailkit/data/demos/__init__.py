@@ -264,7 +264,7 @@ def summarize(d: Demos) -> dict:
         "format": d.meta.format,
         "env_id": d.meta.env_id,
         "source": d.meta.source,
-        "episodes": d.n_episodes,
+        "episodes": d.n_episodes if d.whole_episodes() else None,  # loose transitions: no episodes
         "transitions": len(d),
         "return_mean": None if returns is None or not len(returns) else float(returns.mean()),
         "return_std": None if returns is None or not len(returns) else float(returns.std()),
