@@ -63,6 +63,22 @@ def test_an_env_in_the_users_file_works_from_another_folder(tmp_path):
     assert r.returncode == 0, r.stderr  # the demos say my_env.py:Reach1D, recorded in work/
 
 
+def test_your_own_expert_trained_on_your_own_env_records_demos_from_another_folder(tmp_path):
+    """The README's walk-through with `expert train --algo sac` on the user's file, then demos recorded
+    from that expert's zip with the env named from the parent folder."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "my_env.py").write_text(ENV_FILE)
+    r = run_cli("expert", "train", "--env", "my_env.py:Reach1D", "--algo", "sac", "--total-steps", "300",
+                "--out", "experts/reach.zip", "--set", "eval_episodes=2", "--quiet", cwd=work)  # fmt: skip
+    assert r.returncode == 0 and (work / "experts" / "reach.zip").is_file(), r.stderr
+    r = run_cli("demos", "record", "--expert", "work/experts/reach.zip", "--env", "work/my_env.py:Reach1D",
+                "--episodes", "3", "--out", "d.arrow", cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    r = run_cli("demos", "inspect", "d.arrow", "--json", cwd=tmp_path)
+    assert r.returncode == 0 and json.loads(r.stdout)["files"][0]["episodes"] == 3, r.stderr
+
+
 def test_which_names_are_the_same_env(tmp_path, monkeypatch):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
