@@ -420,10 +420,19 @@ def test_ends_given_as_dones_alone_are_read_against_the_env_time_limit(tmp_path)
         d = experts.record(policy, env_id, episodes=2, seed=0, source="random")
         path = tmp_path / f"{env_id}.pkl"
         path.write_bytes(pickle.dumps({"obs": d.obs, "acts": d.acts, "next_obs": d.next_obs, "dones": d.dones}))
-        with pytest.warns(demos.DemoWarning, match=f"{want_cut} of 2 ends at the env's time limit"):
+        with pytest.warns(demos.DemoWarning, match=f"{want_cut} of 2 ends at the time limit"):
             back = demos.load(path, env_id=env_id)
         assert int(back.truncated.sum()) == want_cut and int(back.terminated.sum()) == 2 - want_cut
         assert np.array_equal(back.truncated, d.truncated) and np.array_equal(back.terminated, d.terminated)
+    # an env that names no time limit: the user says it (--time-limit-ends N, setting demo_time_limit)
+    d = experts.record(lambda obs: rng.uniform(-2, 2, (1,)).astype(np.float32), "Pendulum-v1", 2, 0, "random")
+    path = tmp_path / "nolimit.pkl"
+    path.write_bytes(pickle.dumps({"obs": d.obs, "acts": d.acts, "next_obs": d.next_obs, "dones": d.dones}))
+    with pytest.warns(demos.DemoWarning, match="2 of 2 ends at the time limit \\(200 steps\\)"):
+        back = demos.load(path, env_id=None, time_limit=200)
+    assert back.truncated.sum() == 2 and not back.terminated.any()
+    with pytest.warns(demos.DemoWarning, match="pass --time-limit-ends N"):
+        assert demos.load(path, env_id=None).terminated.sum() == 2
 
 
 def test_a_folder_skips_what_is_not_demos_and_says_when_experts_are_merged(tmp_path, custom_demos):

@@ -105,6 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="an Arrow/Parquet table's own column names, e.g. obs=observation,acts=action (x+y+z stacks scalar columns)",
     )
     p.add_argument("--merge", action="store_true", help="learn from a folder's demos of different experts as one set")
+    p.add_argument(
+        "--time-limit-ends",
+        type=int,
+        metavar="N",
+        help="dones-only demos: an end at step N is a time limit, not a termination",
+    )
     p.add_argument("--total-steps", type=int, help="env steps to collect in all")
     p.add_argument(
         "--expert-return",

@@ -15,6 +15,7 @@ from gailkit.core.errors import ConfigError
 _FLAGS = {  # flags that set one setting each
     **{k: k for k in ("total_steps", "device", "generator", "expert_return", "seed", "unsafe_pickle", "wandb")},
     "merge": "demo_merge",
+    "time_limit_ends": "demo_time_limit",
     "actors": "fleet.actors",
     "envs_per_actor": "fleet.envs_per_actor",
     "local_actors": "fleet.local_actors",

@@ -153,6 +153,9 @@ class TrainConfig(_Checked):
     """Learn from a folder's demos of different experts as one set (`--merge`); else that is refused."""
     """An Arrow or Parquet table's own column names, e.g. {obs: observation, acts: action}; `x+y+z`
     stacks scalar columns into one vector (`--columns obs=x+y+z,acts=action`)."""
+    demo_time_limit: int = _f(0, GE0)
+    """Demos whose episode ends come as `dones` alone: an end at exactly this many steps is a time-limit
+    truncation (`--time-limit-ends N`); 0: the env's registered `max_episode_steps`."""
     unsafe_pickle: bool = False
     """Unpickle demo files with the plain unpickler (only for files you trust)."""
     wandb: str = ""

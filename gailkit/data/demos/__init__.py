@@ -127,24 +127,24 @@ def _peek_env_id(path: Path, unsafe_pickle: bool) -> tuple[str | None, Demos | N
     return d.meta.env_id, d
 
 
-def _time_limit_ends(d: Demos, env_id: str | None) -> Demos:
-    """Demos whose ends came as `dones` alone: an episode ending exactly at the env's time limit
-    (`max_episode_steps` of its registration) was cut, not terminated; one warning line says so."""
+def _time_limit_ends(d: Demos, env_id: str | None, time_limit: int = 0) -> Demos:
+    """Demos whose ends came as `dones` alone: an episode ending exactly at the time limit (`time_limit`
+    when given, else `max_episode_steps` of the env's registration) was cut, not terminated; one
+    warning line says so."""
     if not d.meta.ends_from_dones or not len(d):
         return d
     import dataclasses
 
     spec = gym.spec(env_id) if env_id is not None and env_id in gym.registry else None
-    limit = getattr(spec, "max_episode_steps", None)
+    limit = time_limit or getattr(spec, "max_episode_steps", None)
     ends = d.terminated | d.truncated
     cut = ends & (d.step + 1 == limit) if limit else np.zeros(len(d), bool)
     n_ends, n_cut = int(ends.sum()), int(cut.sum())
     how = (
-        f"{n_cut} of {n_ends} ends at the env's time limit ({limit} steps) are read as truncations, the rest as "
-        "terminations"
+        f"{n_cut} of {n_ends} ends at the time limit ({limit} steps) are read as truncations, the rest as terminations"
         if limit
         else f"all {n_ends} ends are read as terminations ({env_id or 'the env'} names no "
-        "time limit); write 'terminated' and 'truncated' to tell them apart"
+        "time limit); pass --time-limit-ends N, or write 'terminated' and 'truncated' to tell them apart"
     )
     warnings.warn(
         f"{d.meta.path}: episode ends come as 'dones' alone, which cannot tell a time limit from a termination: {how}",
@@ -161,6 +161,7 @@ def load(
     unsafe_pickle: bool = False,
     columns: dict[str, str] | None = None,
     merge: bool = False,
+    time_limit: int = 0,
 ) -> Demos:
     """All demos under `path` for `env_id`, validated against `spaces` (obs, act) when given.
 
@@ -192,7 +193,7 @@ def load(
             acts = "none" if d.acts is None else d.acts.shape[1:]
             held.append(f"{f.name} (no env id; obs {d.obs.shape[1:]}, acts {acts})")
             continue
-        d = _time_limit_ends(d, env_id)
+        d = _time_limit_ends(d, env_id, time_limit)
         chosen.append(validate(d, *spaces) if spaces is not None else d)
     if not chosen:
         raise DemoError(f"{path}: no demos for {env_id}; it holds: {', '.join(held)}")
