@@ -27,6 +27,14 @@ def check_available() -> None:
         raise GailkitError("--wandb needs Weights & Biases: pip install 'gailkit[wandb]'") from None
 
 
+def trackers(cfg: Any) -> list[Callback]:
+    """The trackers the settings ask for (`wandb`), each checked to be installed."""
+    if not cfg.wandb:
+        return []
+    check_available()
+    return [WandbLogger(cfg.wandb)]
+
+
 class WandbLogger(Callback):
     def __init__(self, project: str) -> None:
         self.project = project

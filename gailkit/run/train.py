@@ -19,6 +19,7 @@ from gailkit import config
 from gailkit.config import TrainConfig
 from gailkit.data import experts
 from gailkit.rollout.fleet import FleetError, Interrupted
+from gailkit.run import tracking
 from gailkit.run.callbacks import Callback, CallbackList, built_in
 from gailkit.run.rundir import RunDir
 from gailkit.run.session import Run
@@ -69,12 +70,7 @@ def train(
     """Train GAIL per `cfg` into `run_dir`; with `resume`, continue from its newest usable checkpoint.
     `callbacks` run after the built-in ones (`callbacks.built_in`: checkpoints, best, metrics, progress)."""
     stop = StopSignals()
-    trackers: list[Callback] = []
-    if cfg.wandb:
-        from gailkit.run import tracking
-
-        tracking.check_available()
-        trackers.append(tracking.WandbLogger(cfg.wandb))
+    trackers = tracking.trackers(cfg)  # checked before anything is written
     run = Run.prepare(cfg, RunDir(run_dir), resume, log, allow_code, stop.event)
     cbs = CallbackList([*built_in(quiet, log), *trackers, *callbacks])
     interrupted = False
