@@ -14,7 +14,7 @@ class SlowCartPole(CartPoleEnv):
 
 
 class SlowBox(gymnasium.Env):
-    """A continuous-action env whose step takes 30 ms (a slow simulator, for `generator: auto`)."""
+    """A continuous-action env whose step takes 80 ms (a slow simulator, for `generator: auto`)."""
 
     observation_space = gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)
     action_space = gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)
@@ -24,5 +24,5 @@ class SlowBox(gymnasium.Env):
         return np.zeros(2, np.float32), {}
 
     def step(self, action):
-        time.sleep(0.03)
+        time.sleep(0.08)
         return np.clip(np.asarray(action, np.float32), -1, 1), 0.0, False, False, {}

@@ -211,7 +211,7 @@ def test_auto_picks_sac_only_for_bounded_box_actions_of_slow_envs():
     assert choose(auto, box, SLOW_ENV_STEP_S * 2) == "sac" and choose(auto, box, SLOW_ENV_STEP_S / 2) == "ppo"
     assert choose(auto, unbounded, 1.0) == "ppo" and choose(auto, gym.spaces.Discrete(2), 1.0) == "ppo"
     assert choose(TrainConfig(generator="ppo"), box, 1.0) == "ppo"
-    # a real env's step is timed: this test env sleeps 30 ms a step, Pendulum takes microseconds
+    # a real env's step is timed: this test env sleeps 80 ms a step, Pendulum takes microseconds
     slow = TrainConfig(env=config.EnvConfig(id=str(ROOT / "tests" / "slow_env.py") + ":SlowBox"))
     assert resolve(slow, box).generator == "sac"
     assert resolve(TrainConfig(env=config.EnvConfig(id="Pendulum-v1")), box).generator == "ppo"
