@@ -158,3 +158,14 @@ def test_a_tune_yaml_opens_no_door(tmp_path):
         with pytest.raises(GailkitError, match=message):
             load_search(tmp_path / "t2.yaml")
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("name", ["gail.yaml", "gail-sac.yaml", "small.yaml"])
+def test_the_shipped_search_spaces_read_against_their_generator(name):
+    """Every key of a shipped space is a setting of the generator it is for, with a valid distribution."""
+    from gailkit.config import TrainConfig
+    from gailkit.tune import search
+
+    base = TrainConfig(generator="sac" if "sac" in name else "ppo")
+    space = search.read_space(ROOT / "experts" / "spaces" / name, base)
+    assert space and all(len(spec) == 1 for spec in space.values())
