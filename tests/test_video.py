@@ -35,13 +35,30 @@ def test_a_gif_of_the_first_evaluated_episode(cartpole_run, tmp_path):
 
 
 def test_what_cannot_be_a_video_is_one_line_and_leaves_nothing(cartpole_run, tmp_path):
-    for name, says in [("e.avi", "expected a .gif or .mp4"), ("sub", "expected a .gif or .mp4")]:
+    (tmp_path / "notes").write_text("x")
+    for name, says in [("e.avi", "expected a .gif or .mp4"), ("notes", "not a folder")]:
         r = run_cli("evaluate", str(cartpole_run), "--episodes", "1", "--no-plots", "--video", str(tmp_path / name))
         assert r.returncode == 2 and says in r.stderr and r.stderr.count("\n") == 1, r.stderr
     (tmp_path / "folder.gif").mkdir()
     r = run_cli("evaluate", str(cartpole_run), "--episodes", "1", "--no-plots", "--video", str(tmp_path / "folder.gif"))
     assert r.returncode == 2 and "folder.gif" in r.stderr and r.stderr.count("\n") == 1, r.stderr
-    assert [p.name for p in tmp_path.iterdir()] == ["folder.gif"] and not list((tmp_path / "folder.gif").iterdir())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder.gif", "notes"]
+    assert not list((tmp_path / "folder.gif").iterdir())
+
+
+def test_a_folder_gets_the_episode_as_an_mp4(cartpole_run, tmp_path):
+    pytest.importorskip("pygame")
+    pytest.importorskip("imageio_ffmpeg")
+    import imageio.v3 as iio
+
+    r = run_cli(
+        "evaluate", str(cartpole_run), "--episodes", "1", "--no-plots", "--video", f"{tmp_path}/videos/", "--json"
+    )
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "videos" / "episode-0.mp4"
+    assert json.loads(r.stdout)["video"]["video"] == str(out)
+    frames = iio.imread(out, index=None)
+    assert len(frames) == json.loads(r.stdout)["video"]["frames"] and frames.shape[-1] == 3
 
 
 def test_stochastic_evaluation_samples_the_policy(cartpole_run):

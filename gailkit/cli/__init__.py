@@ -182,7 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the JSON report instead of a table")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument(
-        "--video", type=Path, metavar="FILE", help="also write the first evaluated episode as FILE (.gif, or .mp4)"
+        "--video",
+        metavar="FILE|DIR",
+        help="also write the first evaluated episode as FILE (.gif, .mp4) or DIR/episode-0.mp4",
     )
     p.add_argument("--stochastic", action="store_true", help="sample the policy's actions (default: deterministic)")
     p.set_defaults(func=_cmd("commands:evaluate"))

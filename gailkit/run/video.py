@@ -1,8 +1,10 @@
-"""`gailkit evaluate RUN --video FILE`: one episode of a policy as an animated GIF or an MP4.
+"""`gailkit evaluate RUN --video FILE|DIR`: one episode of a policy as an animated GIF or an MP4
+(a folder gets `episode-0.mp4`).
 
 The env is made with `render_mode="rgb_array"` (its own kwargs kept) and reset with the evaluation's
 first seed, so the video shows the first evaluated episode. Frames go to imageio (GIF through
-Pillow; MP4 needs imageio-ffmpeg), written atomically. CartPole and the other classic-control envs
+Pillow; MP4 through imageio-ffmpeg, both in the `video` extra), written atomically. (gymnasium's
+`RecordVideo` would need moviepy; imageio writes the same files with less.) CartPole and the other classic-control envs
 render through pygame (extra `gailkit[video]`); MuJoCo envs on a machine without a display need
 `MUJOCO_GL=egl` (or `osmesa`).
 """
@@ -47,9 +49,17 @@ def record(
 
 def check_target(out: str | Path) -> Path:
     """`out` if a video may be written there (before anything is evaluated); one line otherwise."""
-    out = Path(out)
+    text, out = str(out), Path(out)
+    is_video = out.suffix.lower() in SUFFIXES and not text.endswith("/")
+    if not is_video and (out.is_dir() or text.endswith("/") or not out.suffix):  # a folder: an MP4 in it
+        if out.exists() and not out.is_dir():
+            raise VideoError(f"--video {out}: not a folder, and no .gif or .mp4 suffix")
+        out = out / "episode-0.mp4"
+        if out.parent.is_dir():
+            return fsutil.check_writable_target(out, "--video")
+        return out  # the folder is made when the video is written
     if out.suffix.lower() not in SUFFIXES:
-        raise VideoError(f"--video {out}: expected a .gif or .mp4 file")
+        raise VideoError(f"--video {out}: expected a .gif or .mp4 file, or a folder")
     return fsutil.check_writable_target(out, "--video")
 
 
@@ -96,6 +106,7 @@ def _write(frames: list[np.ndarray], out: Path, fps: int) -> None:
         import imageio.v3 as iio
     except ImportError:
         raise VideoError("--video needs imageio: pip install 'gailkit[video]'") from None
+    out.parent.mkdir(parents=True, exist_ok=True)
     fsutil.check_writable_target(out, "--video")
     with fsutil.atomic_path(out, suffix=out.suffix) as tmp:
         try:
