@@ -44,11 +44,7 @@ def run_gailkit(args, seed: int, tmp: Path) -> dict:
     run = tmp / f"gailkit-{seed}"
     summary = train.train(cfg, run, quiet=True, log=lambda m: None)
     rows = metrics.read_rows(run / "metrics.csv")
-    curve, eval_time = [], 0.0
-    for r in rows:
-        if r.get("eval/return_mean"):
-            eval_time += float(r["time/eval_s"])
-            curve.append((int(r["env_steps"]), float(r["time/elapsed_s"]) - eval_time, float(r["eval/return_mean"])))
+    curve = eval_curve(rows)
     split = {k: sum(float(r[f"time/{k}_s"]) for r in rows) / len(rows) for k in ("collect", "reward", "ppo", "disc")}
     refs = checkpoint.load(run / "final" / "checkpoint.pt").references
     return {
@@ -60,6 +56,16 @@ def run_gailkit(args, seed: int, tmp: Path) -> dict:
         "random": refs.random_return,
         "fps": summary["env_steps"] / summary["seconds"],
     }
+
+
+def eval_curve(rows: list[dict]) -> list[tuple[int, float, float]]:
+    """`(env steps, seconds without evaluation time, evaluation return)` of every evaluated round."""
+    curve, eval_time = [], 0.0
+    for r in rows:
+        if r.get("eval/return_mean"):
+            eval_time += float(r["time/eval_s"])
+            curve.append((int(r["env_steps"]), float(r["time/elapsed_s"]) - eval_time, float(r["eval/return_mean"])))
+    return curve
 
 
 def run_imitation(args, seed: int, tmp: Path) -> dict:

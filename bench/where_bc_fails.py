@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 import torch as th
+from gail_vs_imitation import eval_curve, first_reaching  # the same curve and threshold
 
 from gailkit.data import demos
 from gailkit.run import checkpoint, metrics, train
@@ -63,21 +64,9 @@ def run_arm(args, arm: str, seed: int, demo_file: Path, tmp: Path) -> dict:
         cfg.eval_every = max(1, args.eval_every_steps // cfg.round_steps)
     run = tmp / f"{arm}-{seed}"
     summary = train.train(cfg, run, quiet=True, log=lambda m: None)
-    rows = metrics.read_rows(run / "metrics.csv")
-    curve, eval_time = [], 0.0
-    for r in rows:
-        if r.get("eval/return_mean"):
-            eval_time += float(r["time/eval_s"])
-            curve.append((int(r["env_steps"]), float(r["time/elapsed_s"]) - eval_time, float(r["eval/return_mean"])))
+    curve = eval_curve(metrics.read_rows(run / "metrics.csv"))
     refs = checkpoint.load(run / "final" / "checkpoint.pt").references
     return {"curve": curve, "expert": refs.expert_return, "random": refs.random_return, "seconds": summary["seconds"]}
-
-
-def first_reaching(curve, target, r_random, r_expert):
-    for steps, seconds, ret in curve:
-        if (ret - r_random) / (r_expert - r_random) >= target:
-            return steps, seconds
-    return None, None
 
 
 def main() -> None:

@@ -58,10 +58,21 @@ def expert_data(
     terminated = np.asarray(terminated, bool)
     if env_acts is None and disc.cfg.use_action:
         raise ValueError("a discriminator on actions needs demos with actions")
-    b = disc.batch(obs, env_acts, next_obs, None, terminated if disc.cfg.absorbing else None)
-    if disc.cfg.absorbing and terminated.any():
-        b = Batch.cat([b, disc.absorbing(int(terminated.sum()))])
+    b = with_absorbing_rows(disc, transitions(disc, obs, env_acts, next_obs, terminated), terminated)
     return ExpertData(b, np.asarray(obs), None if acts is None else np.asarray(acts))
+
+
+def transitions(disc: Discriminator, obs: Any, acts: Any, next_obs: Any, terminated: np.ndarray) -> Batch:
+    """Transitions as a discriminator batch; with absorbing states on, a terminated one leads to the
+    absorbing state (its next-absorbing flag is set)."""
+    return disc.batch(obs, acts, next_obs, None, terminated if disc.cfg.absorbing else None)
+
+
+def with_absorbing_rows(disc: Discriminator, b: Batch, terminated: np.ndarray) -> Batch:
+    """`b` and, with absorbing states on, one absorbing self-loop row per terminated transition."""
+    if disc.cfg.absorbing and terminated.any():
+        return Batch.cat([b, disc.absorbing(int(terminated.sum()))])
+    return b
 
 
 @contextlib.contextmanager
@@ -129,16 +140,14 @@ class Learner:
         t, e = frag.n_steps, frag.n_envs
         acts = policy.env_action(self.disc.action_space, _flat(frag.acts))
         terminated = _flat(frag.terminated)
-        absorbing = self.disc.cfg.absorbing
-        gen = self.disc.batch(_flat(frag.obs), acts, _flat(frag.next_obs), None, terminated if absorbing else None)
+        gen = transitions(self.disc, _flat(frag.obs), acts, _flat(frag.next_obs), terminated)
         rewards = self.disc.reward(gen)
         terminal_value = 0.0
-        if absorbing:
+        if self.disc.cfg.absorbing:
             r_abs = float(self.disc.reward(self.disc.absorbing(1))[0])
             terminal_value = r_abs / max(1.0 - self.generator.gamma, 1e-3)
             stats["disc/reward_absorbing"] = r_abs
-            if terminated.any():
-                gen = Batch.cat([gen, self.disc.absorbing(int(terminated.sum()))])
+            gen = with_absorbing_rows(self.disc, gen, terminated)
         stats["disc/reward_mean"] = float(rewards.mean())
         stats["disc/reward_std"] = float(rewards.std()) if len(rewards) > 1 else 0.0
         return gen, rewards.cpu().numpy().reshape(t, e), terminal_value
@@ -151,9 +160,8 @@ class Learner:
     def _relabel(self, obs: np.ndarray, acts: np.ndarray, next_obs: np.ndarray, terminated: np.ndarray) -> th.Tensor:
         """(N,) the current discriminator's rewards of replayed transitions; a terminated one also earns
         the absorbing state's discounted value, gamma * r_a / (1 - gamma) (its target then stops there)."""
-        absorbing = self.disc.cfg.absorbing
-        rewards = self.disc.reward(self.disc.batch(obs, acts, next_obs, None, terminated if absorbing else None))
-        if absorbing and terminated.any():
+        rewards = self.disc.reward(transitions(self.disc, obs, acts, next_obs, terminated))
+        if self.disc.cfg.absorbing and terminated.any():
             gamma = self.generator.gamma
             r_abs = self.disc.reward(self.disc.absorbing(1))[0]
             ended = th.as_tensor(terminated, device=rewards.device).to(rewards.dtype)
@@ -167,10 +175,8 @@ class Learner:
         if drawn is None:
             return None
         obs, acts, next_obs, terminated = drawn
-        absorbing = self.disc.cfg.absorbing
-        b = self.disc.batch(obs, acts, next_obs, None, terminated if absorbing else None)
-        if absorbing and terminated.any():
-            b = Batch.cat([b, self.disc.absorbing(int(terminated.sum()))])
+        b = with_absorbing_rows(self.disc, transitions(self.disc, obs, acts, next_obs, terminated), terminated)
+        if len(b) > n:  # absorbing rows joined: n of all, each as likely
             b = b[th.as_tensor(self.rng.permutation(len(b))[:n], device=self.disc.device)]
         return b
 

@@ -246,7 +246,7 @@ def load_policy(path: str | Path, device: str = "cpu"):
     state = load(path, device)
     try:
         s = state.settings
-        kind = policy.KINDS.get(s.generator, "gaussian")
+        kind = policy.kind_of(s.generator)
         pol = policy.build(state.observation_space, state.action_space, s.policy, s.normalize_obs, device, kind)
         pol.load_state_dict(state.learner["generator"]["policy"])
     except (GailkitError, KeyError, TypeError, ValueError, RuntimeError) as e:

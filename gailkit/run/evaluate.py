@@ -153,7 +153,7 @@ def _plots(
     import torch as th
 
     th.manual_seed(cfg.seed)
-    kind = policy.KINDS.get(cfg.generator, "gaussian")
+    kind = policy.kind_of(cfg.generator)
     untrained_pol = policy.build(obs_space, act_space, cfg.policy, cfg.normalize_obs, "cpu", kind)
     untrained_pol.set_training_mode(False)
     untrained = envs.run_episodes(

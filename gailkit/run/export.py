@@ -166,7 +166,7 @@ def export_sb3(source: str | Path, out: str | Path, which: str = "best") -> Path
         model.policy.critic.load_state_dict(gen["critic"])
         model.policy.critic_target.load_state_dict(gen["critic_target"])
         with fsutil.atomic_path(Path(out), suffix=".zip") as tmp:
-            model.save(tmp, exclude=["replay_buffer"])
+            model.save(tmp)  # SB3 leaves the replay buffer out
         return Path(out)
     venv = policy.spaces_only_venv(state.observation_space, state.action_space)
     try:

@@ -13,21 +13,11 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch as th
-from stable_baselines3.common.logger import Logger
 
+from gailkit.algo.generator.common import StatsLogger, warm_start
 from gailkit.config import PolicyConfig, PPOConfig, TrainConfig
 from gailkit.core.fragments import Fragment
 from gailkit.model import policy
-
-
-class _Capture(Logger):
-    """An SB3 logger that only keeps the last values recorded (PPO.train's `train/...` stats)."""
-
-    def __init__(self):
-        super().__init__(folder=None, output_formats=[])
-
-    def dump(self, step: int = 0) -> None:
-        pass
 
 
 class PPOGenerator:
@@ -49,7 +39,7 @@ class PPOGenerator:
         self.cfg, self.gamma = cfg, cfg.gamma
         venv = policy.spaces_only_venv(observation_space, action_space, n_envs)
         self.ppo = policy.make_ppo(venv, cfg, net, normalize_obs, device, seed, transpose_images=False)
-        self.logger = _Capture()
+        self.logger = StatsLogger()
         self.ppo.set_logger(self.logger)
         self._bc_opt: th.optim.Adam | None = None
         self._bc_data: tuple | None = None
@@ -131,9 +121,7 @@ class PPOGenerator:
         finally:
             for p in actor_params:
                 p.requires_grad_(True)
-        stats = {k: float(v) for k, v in self.logger.name_to_value.items() if k.startswith("train/")}
-        self.logger.name_to_value.clear()
-        return stats
+        return self.logger.take()
 
     def sample_replay(self, n: int, rng: np.random.Generator) -> None:
         return None  # on-policy: the learner keeps the discriminator's own replay of rounds
@@ -202,15 +190,12 @@ class PPOGenerator:
         log_std: float | None = None,
     ) -> dict[str, float]:
         """BC warm start: `epochs` passes' worth of `bc_steps`, then log std set to `log_std`."""
-        losses = self.bc_steps(obs, acts, epochs * -(-len(obs) // batch_size), batch_size, lr, rng)
+        stats = warm_start(self.bc_steps, obs, acts, epochs, batch_size, lr, rng)
         pol = self.policy
         if log_std is not None and isinstance(getattr(pol, "log_std", None), th.nn.Parameter):
             with th.no_grad():
                 pol.log_std.fill_(log_std)
-        return {
-            "bc/loss_first": float(losses[0]) if losses else 0.0,
-            "bc/loss_last": float(np.mean(losses[-10:])) if losses else 0.0,
-        }
+        return stats
 
     def state_dict(self) -> dict[str, Any]:
         return {

@@ -19,7 +19,7 @@ import numpy as np
 import torch as th
 from stable_baselines3.common.type_aliases import ReplayBufferSamples
 
-from gailkit.algo.generator.ppo import _Capture
+from gailkit.algo.generator.common import StatsLogger, warm_start
 from gailkit.algo.generator.replay import Replay
 from gailkit.config import PolicyConfig, SACConfig, TrainConfig
 from gailkit.core.fragments import Fragment
@@ -70,7 +70,7 @@ class SACGenerator:
         self.replay = Replay(observation_space, action_space, cfg.buffer_size)
         self.rng = np.random.default_rng(seed)
         self.sac.replay_buffer = _Feed(self)
-        self.logger = _Capture()
+        self.logger = StatsLogger()
         self.sac.set_logger(self.logger)
         self.relabel: Relabel | None = None
         self._bc_opt: th.optim.Adam | None = None
@@ -123,9 +123,7 @@ class SACGenerator:
             self.sac.train(gradient_steps=max(1, round(n * self.cfg.updates_per_step)), batch_size=self.cfg.batch_size)
         finally:
             self.relabel = None
-        stats.update({k: float(v) for k, v in self.logger.name_to_value.items() if k.startswith("train/")})
-        self.logger.name_to_value.clear()
-        return stats
+        return {**stats, **self.logger.take()}
 
     def sample_replay(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, ...] | None:
         """`n` generator transitions for the discriminator, drawn from the whole replay (DAC)."""
@@ -174,11 +172,8 @@ class SACGenerator:
         rng: np.random.Generator,
         log_std: float | None = None,
     ) -> dict[str, float]:
-        losses = self.bc_steps(obs, acts, epochs * -(-len(obs) // batch_size), batch_size, lr, rng)
-        return {
-            "bc/loss_first": float(losses[0]) if losses else 0.0,
-            "bc/loss_last": float(np.mean(losses[-10:])) if losses else 0.0,
-        }
+        """BC warm start: `epochs` passes' worth of `bc_steps` (SAC's log std is a layer, left as it is)."""
+        return warm_start(self.bc_steps, obs, acts, epochs, batch_size, lr, rng)
 
     def state_dict(self) -> dict[str, Any]:
         sac = self.sac

@@ -109,12 +109,18 @@ def train_expert(
         ext.normalize = True
         model.policy_kwargs["features_extractor_kwargs"]["normalize"] = True  # what the zip records
     model.policy.set_training_mode(False)
-    returns = envs.run_episodes(
-        policy.deterministic_actor(model.policy), cfg.env, cfg.eval_episodes, seed=cfg.seed + 10_000
-    )
+    return _evaluate_and_save(model, policy.deterministic_actor(model.policy), "PPO", cfg, out, seconds, venv)
+
+
+def _evaluate_and_save(
+    model: Any, act: Callable[[Any], Any], name: str, cfg: ExpertConfig, out: Path, seconds: float, venv: Any
+) -> dict:
+    """The expert's deterministic return over `eval_episodes` fresh seeds, then its zip (as SB3 saves it)
+    and `out.json` (that return, the settings), each written atomically."""
+    returns = envs.run_episodes(act, cfg.env, cfg.eval_episodes, seed=cfg.seed + 10_000)
     info = {
         "env_id": cfg.env.id,
-        "algo": "PPO (stable-baselines3)",
+        "algo": f"{name} (stable-baselines3)",
         "mean_return": returns["return_mean"],
         "std_return": returns["return_std"],
         "eval_episodes": cfg.eval_episodes,
@@ -125,7 +131,7 @@ def train_expert(
         "config": config.to_dict(cfg),
     }
     with fsutil.atomic_path(out, suffix=".zip") as tmp:
-        model.save(tmp)
+        model.save(tmp)  # SB3 leaves replay buffers out of its zips
     fsutil.atomic_write_text(out.with_suffix(".json"), json.dumps(info, indent=2) + "\n")
     venv.close()
     return info
@@ -159,23 +165,6 @@ def _train_other(cfg: ExpertConfig, out: Path, device: str, log: Callable[[str],
     start = time.perf_counter()
     model.learn(total_timesteps=cfg.total_timesteps, callback=_progress_callback(cfg.total_timesteps, quiet))
     seconds = time.perf_counter() - start
-    returns = envs.run_episodes(
-        lambda obs: model.predict(obs, deterministic=True)[0], cfg.env, cfg.eval_episodes, seed=cfg.seed + 10_000
+    return _evaluate_and_save(
+        model, lambda obs: model.predict(obs, deterministic=True)[0], name, cfg, out, seconds, venv
     )
-    info = {
-        "env_id": cfg.env.id,
-        "algo": f"{name} (stable-baselines3)",
-        "mean_return": returns["return_mean"],
-        "std_return": returns["return_std"],
-        "eval_episodes": cfg.eval_episodes,
-        "eval_seed": cfg.seed + 10_000,
-        "deterministic": True,
-        "train_seconds": round(seconds, 1),
-        "gailkit_version": __version__,
-        "config": config.to_dict(cfg),
-    }
-    with fsutil.atomic_path(out, suffix=".zip") as tmp:
-        model.save(tmp, exclude=["replay_buffer"])
-    fsutil.atomic_write_text(out.with_suffix(".json"), json.dumps(info, indent=2) + "\n")
-    venv.close()
-    return info

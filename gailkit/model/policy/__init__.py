@@ -61,6 +61,11 @@ KINDS = {"ppo": "gaussian", "sac": "squashed"}
 function) or SAC's squashed-Gaussian actor (`policy.squashed`)."""
 
 
+def kind_of(generator: str) -> str:
+    """The kind of policy `generator` trains (`auto`, resolved later, and ppo: gaussian)."""
+    return KINDS.get(generator, "gaussian")
+
+
 def build(
     observation_space: gym.Space,
     action_space: gym.Space,

@@ -79,7 +79,7 @@ class InProcessFleet:
 def actor_spec(cfg: TrainConfig) -> ActorSpec:
     """The template every actor of this run is made from (its `actor_id` set per actor)."""
     n_envs = cfg.fleet.envs_per_actor if cfg.fleet.actors else cfg.in_process_envs
-    kind = policy.KINDS.get(cfg.generator, "gaussian")
+    kind = policy.kind_of(cfg.generator)
     return ActorSpec(cfg.env, cfg.policy, cfg.normalize_obs, n_envs, cfg.seed, policy_kind=kind)
 
 

@@ -1,0 +1,41 @@
+"""What the generators share: SB3's update statistics caught in memory, and the BC warm start's shape."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from stable_baselines3.common.logger import Logger
+
+
+class StatsLogger(Logger):
+    """An SB3 logger that only keeps the last values recorded (the `train/...` stats of `train()`)."""
+
+    def __init__(self):
+        super().__init__(folder=None, output_formats=[])
+
+    def dump(self, step: int = 0) -> None:
+        pass
+
+    def take(self) -> dict[str, float]:
+        """The `train/...` values recorded since the last call."""
+        stats = {k: float(v) for k, v in self.name_to_value.items() if k.startswith("train/")}
+        self.name_to_value.clear()
+        return stats
+
+
+def warm_start(
+    bc_steps: Callable[..., list[float]],
+    obs: np.ndarray,
+    acts: np.ndarray,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    rng: np.random.Generator,
+) -> dict[str, float]:
+    """`epochs` passes' worth of a generator's `bc_steps` over (obs, acts); the first and last losses."""
+    losses = bc_steps(obs, acts, epochs * -(-len(obs) // batch_size), batch_size, lr, rng)
+    return {
+        "bc/loss_first": float(losses[0]) if losses else 0.0,
+        "bc/loss_last": float(np.mean(losses[-10:])) if losses else 0.0,
+    }
