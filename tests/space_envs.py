@@ -140,3 +140,20 @@ def image_expert(obs: Any) -> Any:
 
 def dict_expert(obs: Any) -> Any:
     return DictObs.expert(obs)
+
+
+class GuessTheStart(gym.Env):
+    """One step: the start state is a draw of Discrete(1000) from the env's generator, the reward is 1 when the
+    action equals it. A random policy scores 1/1000 on average; a random policy whose actions share the
+    env's seed would score 1 every time."""
+
+    observation_space = gym.spaces.Discrete(1000)
+    action_space = gym.spaces.Discrete(1000)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self._start = int(self.np_random.integers(1000))
+        return 0, {}
+
+    def step(self, action):
+        return 0, float(int(action) == self._start), True, False, {}

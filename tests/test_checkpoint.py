@@ -177,6 +177,18 @@ def test_load_parses_settings_and_spaces_once(tmp_path):
         checkpoint.load(tmp_path / "c.pt")
 
 
+def test_the_random_reference_draws_its_actions_apart_from_the_env_s_start_state():
+    """The random policy's actions come from a stream of their own: an env that draws its start state with
+    the same generator call as the action space would otherwise be solved by chance."""
+    import gymnasium as gym
+
+    from gailkit.run.checkpoint import random_reference
+
+    for seed in (0, 7):
+        refs = random_reference("tests/space_envs.py:GuessTheStart", gym.spaces.Discrete(1000), 4, seed, True)
+        assert refs.random_return == 0.0, seed
+
+
 def test_an_expert_worse_than_random_is_said_loudly_and_nothing_is_normalized_against_it():
     """A VecNormalize expert loaded without its statistics plays worse than random: a score against it
     would flip signs, so there is none, and one warning line says why."""

@@ -83,10 +83,14 @@ def random_reference(
     expert_source: str = "unknown",
 ) -> References:
     """The one random-policy baseline (train and evaluate alike): `episodes` episodes of uniformly sampled
-    actions, episode i reset with `seed + i`, the action space seeded with `seed`."""
+    actions, episode i reset with `seed + i`, the action space seeded with a stream of its own drawn from `seed`
+    (never `seed` itself: an env that draws its start state with the same generator call would otherwise get
+    actions equal to its state)."""
+    import numpy as np
+
     from gailkit.data import envs
 
-    act_space.seed(seed)
+    act_space.seed(int(np.random.SeedSequence([seed, 1]).generate_state(1)[0]))
     out = envs.run_episodes(lambda obs: act_space.sample(), env_cfg, episodes, seed, allow_code=allow_code)
     refs = References(expert_return, expert_source, out["return_mean"], episodes, seed)
     if expert_return is not None and expert_return < refs.random_return:
