@@ -32,10 +32,14 @@ def test_ray_fleet_trains_a_few_rounds(tmp_path, local_ray):
         ["fleet.kind=ray", "fleet.actors=2", "fleet.envs_per_actor=2", "ppo.batch_size=64", "total_steps=384"],
         preset="tiny",
     )
-    s = train.train(cfg, tmp_path / "run", quiet=True, log=lambda m: None)
+    said: list[str] = []
+    s = train.train(cfg, tmp_path / "run", quiet=True, log=said.append)
     assert s["rounds"] == 3 and s["env_steps"] == 384
     rows = list(csv.DictReader(open(tmp_path / "run" / "metrics.csv")))
-    assert all(float(r["actors/live"]) == 2 for r in rows)
+    assert all(float(r["actors/live"]) == 2 and float(r["actors/nodes"]) == 1 for r in rows)
+    where = [m for m in said if m.startswith("ray fleet: ")]  # where each actor ran, in the run's log
+    node = ray.util.get_node_ip_address()
+    assert where == [f"ray fleet: actor 0 on node {node}, actor 1 on node {node}"]
 
 
 def test_dead_ray_actor_is_restarted(local_ray):

@@ -169,7 +169,7 @@ class Run:
         learner = Learner(cfg, generator, disc, expert, rng)
         if state is not None and states is not None:
             state = _restore(learner, state, states, log)
-        fleet = make_fleet(cfg, spaces, interrupt, allow_code)
+        fleet = make_fleet(cfg, spaces, interrupt, allow_code, log)
         return cls(cfg, run_dir, learner, fleet, spaces, reward_fn, references, expert_demos, device, state, log)
 
     @staticmethod

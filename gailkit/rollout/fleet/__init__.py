@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import gymnasium as gym
@@ -88,6 +89,7 @@ def make_fleet(
     spaces: tuple[gym.Space, gym.Space],
     interrupt: threading.Event | None = None,
     allow_code: bool = True,
+    log: Callable[[str], None] | None = None,
 ) -> Fleet:
     """The fleet the settings ask for (nothing starts until `start()`)."""
     spec, fl = actor_spec(cfg), cfg.fleet
@@ -98,7 +100,7 @@ def make_fleet(
             from gailkit.rollout.fleet.ray_fleet import RayFleet
         except ImportError:
             raise ConfigError("'fleet.kind: ray' needs Ray: pip install 'gailkit[ray]'") from None
-        return RayFleet(spec, fl, spaces, interrupt, allow_code)
+        return RayFleet(spec, fl, spaces, interrupt, allow_code, log=log)
     from gailkit.rollout.fleet.zmq_fleet import ZmqFleet
 
     return ZmqFleet(spec, fl, spaces, interrupt, allow_code)

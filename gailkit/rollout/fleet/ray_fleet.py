@@ -43,6 +43,12 @@ class _RayActor:
     def pid(self) -> int:
         return os.getpid()
 
+    def node(self) -> str:
+        """The address of the Ray node this actor runs on."""
+        import ray
+
+        return ray.util.get_node_ip_address()
+
 
 class RayFleet:
     def __init__(
@@ -53,6 +59,7 @@ class RayFleet:
         interrupt: Any = None,
         allow_code: bool = True,
         max_restarts: int = 5,
+        log: Any = None,
     ):
         self.spec, self.cfg, self.spaces, self.interrupt, self.allow_code = spec, cfg, spaces, interrupt, allow_code
         self.n_slots, self.max_restarts = cfg.actors, max_restarts
@@ -61,6 +68,8 @@ class RayFleet:
         self.restarts = 0
         self.dropped = 0
         self.actors: list[Any] = []
+        self.where: list[str] = []  # the node address of each slot's actor, said in the run's log
+        self.log = log or (lambda m: None)
         self._started_ray = False
 
     def start(self) -> None:
@@ -76,8 +85,25 @@ class RayFleet:
             else:
                 ray.init(num_cpus=max(2, self.n_slots), **kwargs)
             self._started_ray = True
-        remote_cls = ray.remote(num_cpus=1, max_restarts=self.max_restarts)(_RayActor)
+        # SPREAD: one actor per node first, so that a cluster's every node collects (and one node's death
+        # costs the fewest slots)
+        remote_cls = ray.remote(num_cpus=1, max_restarts=self.max_restarts, scheduling_strategy="SPREAD")(_RayActor)
         self.actors = [remote_cls.remote(self.spec.with_id(i).to_json(), self.allow_code) for i in range(self.n_slots)]
+        self.where = ray.get([a.node.remote() for a in self.actors])
+        self.log("ray fleet: " + ", ".join(f"actor {i} on node {w}" for i, w in enumerate(self.where)))
+
+    def _relocate(self, slot: int) -> None:
+        """Where slot's actor runs after Ray restarted it (said in the log when it moved)."""
+        import ray
+        from ray.exceptions import RayActorError
+
+        try:
+            node = ray.get(self.actors[slot].node.remote(), timeout=self.cfg.no_actor_timeout)
+        except (RayActorError, ray.exceptions.GetTimeoutError):
+            return  # still restarting: the next collect finds out
+        if node != self.where[slot]:
+            self.log(f"ray fleet: actor {slot} restarted on node {node} (was {self.where[slot]})")
+            self.where[slot] = node
 
     def collect(self, weights: Weights, n_steps: int) -> list[Fragment]:
         import ray
@@ -110,6 +136,7 @@ class RayFleet:
                         f"Ray actors died {self.restarts} times; giving up (last: {last[0].strip()})"
                     ) from None
                 rnd.give_back(slot)
+                self._relocate(slot)
                 continue
             try:
                 if isinstance(body, Exception):
@@ -126,6 +153,7 @@ class RayFleet:
             last_progress = time.monotonic()
         self.stats = {
             "actors/live": float(self.n_slots),
+            "actors/nodes": float(len(set(self.where))),
             "actors/restarts": float(self.restarts),
             "actors/dropped": float(self.dropped),
             **rnd.stats(),
