@@ -1,5 +1,6 @@
 """Actor processes and remote actors over ZeroMQ on loopback: real processes, real sockets."""
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -267,7 +268,11 @@ def test_killed_learner_leaves_no_actor_running(tmp_path):
     assert not alive
 
 
-def test_remote_actor_carries_on_after_the_learner_drops_and_returns():
+@pytest.mark.parametrize("second_version", [5, 1])
+def test_remote_actor_carries_on_after_the_learner_drops_and_returns(second_version):
+    """The learner's socket vanishes; a new learner on the same address gets the same actor process back, with
+    its weights: newer ones, or older ones as a run resumed from an earlier checkpoint sends (the actor held
+    version 3 and must not keep sampling with it)."""
     import socket
 
     with socket.socket() as s:
@@ -280,14 +285,16 @@ def test_remote_actor_carries_on_after_the_learner_drops_and_returns():
         cwd=ROOT,
     )
     try:
-        assert len(first.collect(_weights(0), n_steps=10)) == 1
+        for version in range(4):
+            assert len(first.collect(_weights(version), n_steps=10)) == 1
         first.endpoint.close()  # the learner's socket vanishes without a word (crash, network cut)
         time.sleep(1)
         second = _fleet(local_actors=0, n_slots=1, listen=f"tcp://127.0.0.1:{port}")
         second.start()
         try:
-            frags = second.collect(_weights(5), n_steps=10)  # the same actor process comes back by itself
-            assert len(frags) == 1 and frags[0].policy_version == 5 and actor.poll() is None
+            frags = second.collect(_weights(second_version), n_steps=10)  # the same actor comes back by itself
+            assert len(frags) == 1 and frags[0].policy_version == second_version and actor.poll() is None
+            assert second.dropped["stale"] == second.dropped["future_version"] == 0, second.dropped
         finally:
             second.stop()
         assert actor.wait(timeout=10) == 0
@@ -333,8 +340,9 @@ class _ProtocolPeer:
                 self.actor.set_weights(weights)
                 answer = self.reply(h, self.actor.sample(n_steps))
                 if answer is not None:  # None: keep the slot and never fill it
-                    kind, out = answer
-                    self.sock.send_multipart([Header(kind, run_id, my_id, h.policy_version).pack(), out])
+                    kind, out, *version = answer  # a third item: the version it claims
+                    version = version[0] if version else h.policy_version
+                    self.sock.send_multipart([Header(kind, run_id, my_id, version).pack(), out])
             elif h.kind == Kind.STOP:
                 return
 
@@ -347,8 +355,6 @@ class _ProtocolPeer:
 
 
 def _bad(**changes):
-    import dataclasses
-
     def reply(header, frag):
         fields = {k: v(frag) if callable(v) else v for k, v in changes.items()}
         return Kind.FRAGMENT, wire.encode_fragment(dataclasses.replace(frag, **fields))
@@ -377,6 +383,11 @@ BAD_FRAGMENTS = {
         episode_lengths=lambda f: np.ones(len(f.episode_lengths) + 3, np.int64),
     ),
     "REJECT of every WORK": lambda h, f: (Kind.REJECT, b'{"reason": "no"}'),
+    "a version this learner never sent": lambda h, f: (
+        Kind.FRAGMENT,
+        wire.encode_fragment(dataclasses.replace(f, policy_version=h.policy_version + 7)),
+        h.policy_version + 7,
+    ),
     "WORK taken, only heartbeats sent": lambda h, f: None,
 }
 
@@ -398,7 +409,7 @@ def test_a_peer_sending_bad_fragments_never_stops_the_round_and_is_cut_off(case)
         bad = sum(
             v
             for k, v in reasons.items()
-            if k.startswith("invalid_") or k in ("rejected_work", "malformed", "slot_deadline")
+            if k.startswith("invalid_") or k in ("rejected_work", "malformed", "slot_deadline", "future_version")
         )
         assert bad == 3, reasons
         assert fleet.restarts == 0 and all(p.poll() is None for p in fleet.procs)  # the local actor it posed as lives

@@ -127,6 +127,11 @@ class Actor:
         slot.obs, _ = slot.env.reset(seed=episode_seed)
         slot.episode_seed, slot.actions, slot.ret, slot.length, slot.starting = episode_seed, [], 0.0, 0, True
 
+    def forget_weights(self) -> None:
+        """Take the next weights whatever their version: a new learner (a run resumed from a checkpoint
+        counts versions from there, below what this actor last held) is the one truth from now on."""
+        self.version = -1
+
     def set_weights(self, weights: Weights) -> bool:
         """Apply `weights` if newer than what this actor has; return whether it did.
 

@@ -112,6 +112,12 @@ class _Worker:
         except (ProtocolError, ConfigError, ValueError) as e:
             self.log(f"gailkit actor: ignoring settings that do not parse ({e})")
             return None
+        if self.actor is not None and header.run_id != self.run_id:  # another learner, or the same run resumed
+            if spec.with_id(0).to_json() != self.actor.spec.with_id(0).to_json():
+                self.actor.stop()  # another run's env or policy: start afresh
+                self.actor = None
+            else:
+                self.actor.forget_weights()
         self.run_id, self.my_id, self.heartbeat_s = header.run_id, spec.actor_id, spec.heartbeat_s
         if self.actor is None:
             self.actor = Actor(spec, allow_code=same_env(spec.env.id, self.allowed_env))

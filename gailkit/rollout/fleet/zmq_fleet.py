@@ -253,6 +253,9 @@ class ZmqFleet:
                 continue
             if header.kind != Kind.FRAGMENT:
                 continue
+            if header.policy_version > weights.version:  # weights this learner never sent: a broken peer
+                self._strike(peer, "future_version", pending)
+                continue
             if not rnd.wants(peer.slot, header.policy_version):
                 self.dropped["stale"] += 1
                 rnd.give_back(peer.slot)  # the slot still needs a fresh fragment
