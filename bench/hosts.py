@@ -7,7 +7,7 @@
 
 Needs root (`ip netns`, veth pairs). The namespaces, veth pairs and bridge are named after this
 process (`gk<pid>h<i>`), live only in namespaces made here (the machine's own interfaces and
-addresses are never touched), and are removed on exit, on an exception, and at interpreter exit,
+addresses are never touched), and are removed on exit, on an exception, on SIGTERM and at interpreter exit,
 whatever happened. `available()` says in one line why they cannot be made here.
 """
 
@@ -17,6 +17,8 @@ import atexit
 import os
 import signal
 import subprocess
+import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -57,6 +59,8 @@ class Hosts:
 
     def __enter__(self) -> Hosts:
         atexit.register(self.close)
+        if threading.current_thread() is threading.main_thread():  # SIGTERM unwinds too, so teardown runs
+            signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         try:
             _ip("netns", "add", self.switch)
             self._in(self.switch, "ip", "link", "add", "br0", "type", "bridge")
@@ -100,7 +104,8 @@ class Hosts:
         self._in(self.switch, "ip", "link", "set", f"{self.tag}s{i}", "up")
 
     def kill_host(self, i: int) -> None:
-        """Every process started on host i killed (SIGKILL to its process groups): the host dies."""
+        """Every process on host i killed with SIGKILL: those started here (their process groups) and every
+        other one inside its namespace (daemons such as a Ray node's, which leave their process group)."""
         for host, proc in self.procs:
             if host == i and proc.poll() is None:
                 try:
@@ -108,6 +113,15 @@ class Hosts:
                 except ProcessLookupError:
                     pass
                 proc.wait(timeout=10)
+        for _ in range(3):  # a daemon may fork while it dies
+            pids = _ip("netns", "pids", self.names[i], check=False).stdout.split()
+            for pid in pids:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (ProcessLookupError, ValueError):
+                    pass
+            if not pids:
+                break
 
     def close(self) -> None:
         for i in range(self.n):

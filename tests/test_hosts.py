@@ -100,3 +100,51 @@ def test_the_proxy_adds_the_round_trip_it_is_asked_for(two_hosts, tmp_path):
     assert 0.04 <= float(out.stdout) < 0.2  # 40 ms added, little else on a bridge
     proxy.kill()
     echo.kill()
+
+
+import host_faults  # noqa: E402
+
+
+def _faults_args(**kw):
+    import argparse
+
+    return argparse.Namespace(**{"steps": 8192, "at_round": 6, "cut_s": 12.0, "lag": 0, "timeout": 600.0, **kw})
+
+
+def _intact(res: dict, rounds: int) -> None:
+    """Nothing lost or counted twice, nothing trained on beyond the allowed lag, the checkpoints evaluate."""
+    assert res["exit_code"] == 0 and res["rounds"] == rounds
+    assert res["rounds_missing_or_twice"] == 0 and res["steps_off"] == 0
+    assert res["max_lag"] <= res["allowed_lag"] and res["checkpoint_evaluates"]
+
+
+@pytest.mark.parametrize("fault", ["cut", "learner"])
+def test_a_cut_link_or_a_killed_learner_host_loses_nothing(fault, tmp_path):
+    """An actor host's link cut for 12 s (the run goes on with the other, then takes it back), or the learner's
+    host killed and the run resumed there while the actors wait: every round once, every step once."""
+    why = hosts_mod.available()
+    if why:
+        pytest.skip(why)
+    keys = tmp_path / "keys.key"
+    subprocess.run([*GAILKIT, "keys", "generate", "--out", str(keys)], check=True, cwd=ROOT, capture_output=True)
+    res = host_faults.zmq_scenario(_faults_args(), fault, keys, tmp_path)
+    _intact(res, 16)  # 8,192 steps in rounds of 2 actors x 8 envs x 32 steps
+    if fault == "cut":
+        assert res["min_live"] == 1  # the cut host was dropped, and the round went to the other
+    else:
+        assert res["redone_rounds"] == 2  # killed after round 6, resumed from round 4's checkpoint
+
+
+def test_a_three_node_ray_cluster_with_token_auth_survives_a_worker_node_s_death(tmp_path):
+    """Head on host 0, workers on hosts 1 and 2, one actor per node; host 2 killed mid-run: Ray restarts its
+    actor on a live node, and the run ends with every round once. A driver without the token is refused."""
+    pytest.importorskip("ray")
+    why = hosts_mod.available()
+    if why:
+        pytest.skip(why)
+    res = host_faults.ray_scenario(_faults_args(), tmp_path / "unused.key", tmp_path)
+    _intact(res, 11)  # 8,192 steps in rounds of 3 actors x 8 envs x 32 steps
+    assert "refused: True" in res["note"]
+    nodes = {f"10.77.0.{i}" for i in (1, 2, 3)}
+    assert all(f"on node {n}" in res["note"] for n in nodes)  # an actor on every node
+    assert "restarted on node" in res["note"] and "(was 10.77.0.3)" in res["note"]

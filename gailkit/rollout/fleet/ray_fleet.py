@@ -69,6 +69,7 @@ class RayFleet:
         self.dropped = 0
         self.actors: list[Any] = []
         self.where: list[str] = []  # the node address of each slot's actor, said in the run's log
+        self._lost: set[int] = set()  # slots whose actor Ray restarted and that were not located since
         self.log = log or (lambda m: None)
         self._started_ray = False
 
@@ -100,7 +101,9 @@ class RayFleet:
         try:
             node = ray.get(self.actors[slot].node.remote(), timeout=self.cfg.no_actor_timeout)
         except (RayActorError, ray.exceptions.GetTimeoutError):
-            return  # still restarting: the next collect finds out
+            self._lost.add(slot)  # still restarting: asked again once it delivers
+            return
+        self._lost.discard(slot)
         if node != self.where[slot]:
             self.log(f"ray fleet: actor {slot} restarted on node {node} (was {self.where[slot]})")
             self.where[slot] = node
@@ -142,6 +145,8 @@ class RayFleet:
                 if isinstance(body, Exception):
                     raise ProtocolError("actor_error", str(body).splitlines()[0])
                 rnd.accept(slot, body, slot, weights.version)
+                if slot in self._lost:
+                    self._relocate(slot)
             except (ProtocolError, BadFragment):
                 self.dropped += 1
                 if self.dropped > self.cfg.max_bad_fragments * self.n_slots:
