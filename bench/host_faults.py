@@ -265,6 +265,7 @@ def summarize(args, fault, run, watch, code, t_fault, redone, note) -> dict:
         "restarts": max((float(r.get("actors/restarts") or 0) for r in rows), default=0.0),
         "min_live": min((float(r.get("actors/live") or 0) for r in rows), default=0.0),
         "last_eval": evals[-1] if evals else None,
+        "best_eval": max(evals) if evals else None,
         "checkpoint_evaluates": checkpoint_ok,
         "note": note,
         "fault_at_s": t_fault,
@@ -292,7 +293,7 @@ def main() -> None:
     print(
         "| fault | exit | rounds | rounds missing/twice | rounds with wrong step count | max lag (allowed) "
         "| redone rounds | stall s (median round s) | longest collect over median s | restarts | min live "
-        "| last eval | checkpoint evaluates | note |"
+        "| last (best) eval | checkpoint evaluates | note |"
     )
     print("| --- " * 14 + "|", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -320,7 +321,7 @@ def main() -> None:
                 f"| {res['max_lag']:.0f} ({res['allowed_lag']}) | {res['redone_rounds']} "
                 f"| {res['stall_s']:.1f} ({res['median_round_s']:.2f}) | {res['collect_stall_s']:.1f} "
                 f"| {res['restarts']:.0f} | {res['min_live']:.0f} "
-                f"| {res['last_eval']} | {res['checkpoint_evaluates']} | {res['note']} |",
+                f"| {res['last_eval']} ({res['best_eval']}) | {res['checkpoint_evaluates']} | {res['note']} |",
                 flush=True,
             )
 

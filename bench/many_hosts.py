@@ -11,14 +11,20 @@ CURVE keys, listening on host 0) runs on host 0, `gailkit actor --connect` on ho
 round, then `--rounds` timed rounds of collection (weights out, fragments back, as in training).
 With `--lags 1` the fleet hands slots out again as soon as a round's fragments are in
 (`fleet.max_policy_lag: 1`). Prints a Markdown table and writes JSON lines to --out.
+
+With `--train`, the learner is `gailkit train` itself (GAIL with PPO updates between rounds, on demos
+relabelled for BusyCartPole), so a round trip and the update both cost: env steps per second over the
+rounds after the first two (the run's own clock), and the megabytes per second that came over the wire.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -87,6 +93,53 @@ def measure(args, hosts_n: int, rtt: float, lag: int, keys: Path) -> float:
         return float(json.loads(out.strip().splitlines()[-1])["steps_per_s"])
 
 
+def train_rate(args, hosts_n: int, rtt: float, lag: int, keys: Path, demos: Path, tmp: Path, local: bool) -> dict:
+    """`gailkit train` with `hosts_n` actors (remote hosts, or local processes on loopback): steps/s and wire MB/s."""
+    import hosts as hosts_mod
+
+    run = tmp / f"train-{hosts_n}-{rtt}-{lag}-{local}-{time.monotonic_ns()}"
+    argv = [*GAILKIT, "train", "--env", BUSY, "--demos", str(demos), "--run-dir", str(run), "--quiet",
+            "--actors", str(hosts_n), "--envs-per-actor", str(args.envs_per_actor), "--set", f"ppo.n_steps={args.n_steps}",
+            "--set", "eval_every=0", "--set", "checkpoint_every=0", "--set", f"fleet.max_policy_lag={lag}",
+            "--total-steps", str((args.rounds + 2) * hosts_n * args.envs_per_actor * args.n_steps)]  # fmt: skip
+    if local:
+        subprocess.run([*argv, "--local-actors", str(hosts_n)], cwd=ROOT, check=True, capture_output=True, timeout=1800)
+    else:
+        with hosts_mod.Hosts(1 + hosts_n) as h:
+            addr, port = h.address(0), 5555
+            if rtt or args.mbit:
+                port = 6000
+                h.popen(0, [sys.executable, str(ROOT / "bench" / "netproxy.py"), "--listen", f"{addr}:6000",
+                            "--to", f"{addr}:5555", "--rtt-ms", str(rtt), "--mbit", str(args.mbit)])  # fmt: skip
+            learner_proc = h.popen(0, [*argv, "--local-actors", "0", "--listen", f"tcp://{addr}:5555",
+                                       "--key-file", str(keys)], cwd=ROOT, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE, text=True)  # fmt: skip
+            for i in range(1, hosts_n + 1):
+                h.popen(i, [*GAILKIT, "actor", "--connect", f"tcp://{addr}:{port}", "--key-file", str(keys),
+                            "--env", BUSY], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+            _, err = learner_proc.communicate(timeout=1800)
+            if learner_proc.returncode:
+                raise RuntimeError(err[-500:])
+    with open(run / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))[2:]  # the first two rounds: actors joining, first update
+    steps = int(rows[-1]["env_steps"]) - int(rows[0]["env_steps"])
+    seconds = float(rows[-1]["time/elapsed_s"]) - float(rows[0]["time/elapsed_s"])
+    wire_mb = sum(float(r["actors/fragment_mb"]) * hosts_n for r in rows[1:])
+    update_s = statistics.median(float(r["time/round_s"]) - float(r["time/collect_s"]) for r in rows)
+    return {"steps_per_s": steps / seconds, "wire_mb_per_s": wire_mb / seconds, "update_s": update_s}
+
+
+def relabelled_demos(tmp: Path) -> Path:
+    """The shipped CartPole demos, said to be BusyCartPole's (the same spaces and dynamics)."""
+    import dataclasses
+
+    from gailkit.data import demos
+
+    d = demos.check(demos.load_file(ROOT / "data" / "cartpole.arrow"))
+    d.meta = dataclasses.replace(d.meta, env_id=BUSY)
+    return demos.save(d, tmp / "busy.arrow")
+
+
 def loopback(args, n: int, lag: int) -> float:
     """Local actor processes on loopback (no namespaces), the same sizes."""
     out = subprocess.run(
@@ -116,6 +169,7 @@ def main() -> None:
     p.add_argument("--envs-per-actor", type=int, default=4)
     p.add_argument("--n-steps", type=int, default=128)
     p.add_argument("--rounds", type=int, default=6)
+    p.add_argument("--train", action="store_true", help="gailkit train as the learner (updates between rounds)")
     p.add_argument("--out", type=Path, default=Path("bench/out/many_hosts.jsonl"))
     args = p.parse_args()
     if args.learner:
@@ -136,6 +190,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         keys = Path(tmp) / "keys.key"
         subprocess.run([*GAILKIT, "keys", "generate", "--out", str(keys)], check=True, capture_output=True)
+        if args.train:
+            return train_table(args, keys, Path(tmp))
         for lag in args.lags:
             base = {}
             for n in args.hosts:
@@ -147,6 +203,26 @@ def main() -> None:
                     rate = measure(args, n, rtt, lag, keys)
                     base.setdefault(("hosts", rtt), rate)
                     _row(args, n, "separate hosts", rtt, lag, rate, base[("hosts", rtt)])
+
+
+def train_table(args, keys: Path, tmp: Path) -> None:
+    demos = relabelled_demos(tmp)
+    print("| actors | where | added round trip | max_policy_lag | env steps/s | vs 1 actor, same link | wire MB/s "
+          "| update s per round |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |", flush=True)
+    for lag in args.lags:
+        links = [("local processes, loopback", 0.0, True)] + [("separate hosts", r, False) for r in args.rtts]
+        for where, rtt, local in links:
+            first = None
+            for n in args.hosts:
+                res = train_rate(args, n, rtt, lag, keys, demos, tmp, local)
+                first = first or res["steps_per_s"]
+                print(f"| {n} | {where} | {rtt:.0f} ms | {lag} | {res['steps_per_s']:,.0f} | "
+                      f"{res['steps_per_s'] / first:.2f}x | {res['wire_mb_per_s']:.2f} | {res['update_s']:.2f} |",
+                      flush=True)  # fmt: skip
+                with open(args.out, "a") as f:
+                    row = {"mode": "train", "actors": n, "where": where, "rtt_ms": rtt, "lag": lag, "mbit": args.mbit}
+                    f.write(json.dumps({**row, **res}) + "\n")
 
 
 def _row(args, n, where, rtt, lag, rate, first) -> None:
