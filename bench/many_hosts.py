@@ -121,7 +121,9 @@ def train_rate(args, hosts_n: int, rtt: float, lag: int, keys: Path, demos: Path
             if learner_proc.returncode:
                 raise RuntimeError(err[-500:])
     with open(run / "metrics.csv") as f:
-        rows = list(csv.DictReader(f))[2:]  # the first two rounds: actors joining, first update
+        # not the first two rounds (actors joining, first update) nor the last (its row's clock includes the
+        # final evaluation)
+        rows = list(csv.DictReader(f))[2:-1]
     steps = int(rows[-1]["env_steps"]) - int(rows[0]["env_steps"])
     seconds = float(rows[-1]["time/elapsed_s"]) - float(rows[0]["time/elapsed_s"])
     wire_mb = sum(float(r["actors/fragment_mb"]) * hosts_n for r in rows[1:])
