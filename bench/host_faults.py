@@ -30,6 +30,7 @@ import json
 import os
 import platform
 import secrets
+import shutil
 import statistics
 import subprocess
 import sys
@@ -163,10 +164,20 @@ def zmq_scenario(args, fault: str, keys: Path, tmp: Path) -> dict:
 
 
 def ray_scenario(args, keys: Path, tmp: Path) -> dict:
-    run = tmp / "run-ray"
     log = open(tmp / "ray.log", "w")
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32),
            "PATH": f"{PY_BIN}:{os.environ['PATH']}", "RAY_worker_niceness": "0"}  # fmt: skip
+    # the cluster's files, and its address file (which a later plain ray.init() on this machine would try to
+    # join), go to a folder of their own, removed afterwards; a short path, as Ray's socket paths must fit
+    env["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="gkray")
+    try:
+        return _ray_run(args, keys, tmp, env, log)
+    finally:
+        shutil.rmtree(env["RAY_TMPDIR"], ignore_errors=True)
+
+
+def _ray_run(args, keys: Path, tmp: Path, env: dict, log) -> dict:
+    run = tmp / "run-ray"
     ray_bin = str(PY_BIN / "ray")
     common = ["--num-cpus", "2", "--disable-usage-stats", "--block"]
     with hosts_mod.Hosts(3) as h:

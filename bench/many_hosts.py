@@ -98,7 +98,9 @@ def train_rate(args, hosts_n: int, rtt: float, lag: int, keys: Path, demos: Path
     import hosts as hosts_mod
 
     run = tmp / f"train-{hosts_n}-{rtt}-{lag}-{local}-{time.monotonic_ns()}"
-    argv = [*GAILKIT, "train", "--env", BUSY, "--demos", str(demos), "--run-dir", str(run), "--quiet",
+    env = BUSY if args.train_env == "busy" else args.train_env
+    allow = ["--env", BUSY] if env == BUSY else []  # a code env loads on an actor only when named there
+    argv = [*GAILKIT, "train", "--env", env, "--generator", "ppo", "--demos", str(demos), "--run-dir", str(run), "--quiet",
             "--actors", str(hosts_n), "--envs-per-actor", str(args.envs_per_actor), "--set", f"ppo.n_steps={args.n_steps}",
             "--set", "eval_every=0", "--set", "checkpoint_every=0", "--set", f"fleet.max_policy_lag={lag}",
             "--total-steps", str((args.rounds + 2) * hosts_n * args.envs_per_actor * args.n_steps)]  # fmt: skip
@@ -115,8 +117,8 @@ def train_rate(args, hosts_n: int, rtt: float, lag: int, keys: Path, demos: Path
                                        "--key-file", str(keys)], cwd=ROOT, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.PIPE, text=True)  # fmt: skip
             for i in range(1, hosts_n + 1):
-                h.popen(i, [*GAILKIT, "actor", "--connect", f"tcp://{addr}:{port}", "--key-file", str(keys),
-                            "--env", BUSY], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+                h.popen(i, [*GAILKIT, "actor", "--connect", f"tcp://{addr}:{port}", "--key-file", str(keys), *allow],
+                        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
             _, err = learner_proc.communicate(timeout=1800)
             if learner_proc.returncode:
                 raise RuntimeError(err[-500:])
@@ -172,6 +174,8 @@ def main() -> None:
     p.add_argument("--n-steps", type=int, default=128)
     p.add_argument("--rounds", type=int, default=6)
     p.add_argument("--train", action="store_true", help="gailkit train as the learner (updates between rounds)")
+    p.add_argument("--train-env", default="busy", choices=["busy", "Hopper-v4", "HalfCheetah-v4", "CartPole-v1"],
+                   help="with --train: BusyCartPole (1 ms a step), or a registry env with its shipped demos")  # fmt: skip
     p.add_argument("--out", type=Path, default=Path("bench/out/many_hosts.jsonl"))
     args = p.parse_args()
     if args.learner:
@@ -208,7 +212,9 @@ def main() -> None:
 
 
 def train_table(args, keys: Path, tmp: Path) -> None:
-    demos = relabelled_demos(tmp)
+    shipped = {"Hopper-v4": "hopper", "HalfCheetah-v4": "halfcheetah", "CartPole-v1": "cartpole"}
+    demos = relabelled_demos(tmp) if args.train_env == "busy" else ROOT / "data" / f"{shipped[args.train_env]}.arrow"
+    print(f"# learner: gailkit train on {args.train_env}", flush=True)
     print("| actors | where | added round trip | max_policy_lag | env steps/s | vs 1 actor, same link | wire MB/s "
           "| update s per round |")  # fmt: skip
     print("| --- | --- | --- | --- | --- | --- | --- | --- |", flush=True)

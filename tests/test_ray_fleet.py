@@ -19,7 +19,7 @@ def local_ray():
     import os
 
     os.environ.setdefault("RAY_worker_niceness", "0")  # as RayFleet does: actors are the workload
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield
     ray.shutdown()
 

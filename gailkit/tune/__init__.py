@@ -118,7 +118,9 @@ def run(search: Search, out: Path, resume: bool = False, ray_address: str = "", 
         probe(ray_address)
         try:
             local: dict[str, Any] = {} if ray_address else {"num_cpus": os.cpu_count()}
-            ray.init(address=ray_address or None, include_dashboard=False, log_to_driver=False, configure_logging=False,
+            # no address: a Ray of its own on this machine ("local"), never a cluster that RAY_ADDRESS or Ray's
+            # address file on this machine names (`--ray-address auto` joins that one)
+            ray.init(address=ray_address or "local", include_dashboard=False, log_to_driver=False, configure_logging=False,
                      **local)
         except (ConnectionError, RuntimeError, ValueError) as e:
             raise ConfigError(f"--ray-address {ray_address or '(local)'}: cannot start or reach Ray "

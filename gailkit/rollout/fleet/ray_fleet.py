@@ -84,7 +84,8 @@ class RayFleet:
                 probe(self.cfg.ray_address)
                 ray.init(address=self.cfg.ray_address, **kwargs)
             else:
-                ray.init(num_cpus=max(2, self.n_slots), **kwargs)
+                # a Ray of its own, never a cluster named by RAY_ADDRESS or Ray's address file (`auto` joins that)
+                ray.init(address="local", num_cpus=max(2, self.n_slots), **kwargs)
             self._started_ray = True
         # SPREAD: one actor per node first, so that a cluster's every node collects (and one node's death
         # costs the fewest slots)
