@@ -186,8 +186,10 @@ def main() -> None:
     if why:
         sys.exit(f"many_hosts: {why}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    busy = not args.train or args.train_env == "busy"
+    env_name = "BusyCartPole (~1 ms/step)" if busy else args.train_env
     print(
-        f"# {platform.machine()}, {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d')}, BusyCartPole (~1 ms/step), "
+        f"# {platform.machine()}, {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d')}, {env_name}, "
         f"{args.envs_per_actor} envs x {args.n_steps} steps per actor, {args.rounds} rounds, cap {args.mbit or 'none'} Mbit/s",
         flush=True,
     )
