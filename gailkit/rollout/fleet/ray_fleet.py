@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -59,7 +60,7 @@ class RayFleet:
         interrupt: Any = None,
         allow_code: bool = True,
         max_restarts: int = 5,
-        log: Any = None,
+        log: Callable[[str], None] | None = None,
     ):
         self.spec, self.cfg, self.spaces, self.interrupt, self.allow_code = spec, cfg, spaces, interrupt, allow_code
         self.n_slots, self.max_restarts = cfg.actors, max_restarts
@@ -69,7 +70,7 @@ class RayFleet:
         self.dropped = 0
         self.actors: list[Any] = []
         self.where: list[str] = []  # the node address of each slot's actor, said in the run's log
-        self._lost: set[int] = set()  # slots whose actor Ray restarted and that were not located since
+        self._lost: set[int] = set()  # slots whose actor died and that were not located since
         self.log = log or (lambda m: None)
         self._started_ray = False
 
@@ -95,15 +96,14 @@ class RayFleet:
         self.log("ray fleet: " + ", ".join(f"actor {i} on node {w}" for i, w in enumerate(self.where)))
 
     def _relocate(self, slot: int) -> None:
-        """Where slot's actor runs after Ray restarted it (said in the log when it moved)."""
+        """Where slot's actor runs now that Ray restarted it and it delivered (said in the log when it moved)."""
         import ray
         from ray.exceptions import RayActorError
 
         try:
             node = ray.get(self.actors[slot].node.remote(), timeout=self.cfg.no_actor_timeout)
         except (RayActorError, ray.exceptions.GetTimeoutError):
-            self._lost.add(slot)  # still restarting: asked again once it delivers
-            return
+            return  # died again since: asked once more after its next fragment
         self._lost.discard(slot)
         if node != self.where[slot]:
             self.log(f"ray fleet: actor {slot} restarted on node {node} (was {self.where[slot]})")
@@ -140,7 +140,7 @@ class RayFleet:
                         f"Ray actors died {self.restarts} times; giving up (last: {last[0].strip()})"
                     ) from None
                 rnd.give_back(slot)
-                self._relocate(slot)
+                self._lost.add(slot)  # located once its restarted actor delivers, never waited for here
                 continue
             try:
                 if isinstance(body, Exception):
