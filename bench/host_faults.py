@@ -184,7 +184,7 @@ def _ray_run(args, keys: Path, tmp: Path, env: dict, log) -> dict:
         a0 = h.address(0)
         h.popen(0, [ray_bin, "start", "--head", "--node-ip-address", a0, "--port", "6379",
                     "--include-dashboard", "false", *common], env=env, stdout=log, stderr=log)  # fmt: skip
-        _wait_port(h, 0, a0, 6379)
+        _wait_port(h, a0, 6379)
         for i in (1, 2):  # one at a time: two nodes starting at once on 2 cores can time out
             h.popen(i, [ray_bin, "start", "--address", f"{a0}:6379", "--node-ip-address", h.address(i), *common],
                     env=env, stdout=log, stderr=log)  # fmt: skip
@@ -237,17 +237,19 @@ def _ray_refuses(h, env: dict, head: str) -> bool:
     return "in " not in out
 
 
-def _wait_port(h, i: int, addr: str, port: int, timeout: float = 60) -> None:
-    import socket
-
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            socket.create_connection((addr, port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.5)
-    raise RuntimeError(f"nothing listens on {addr}:{port} after {timeout:.0f} s")
+def _wait_port(h, addr: str, port: int, timeout: float = 60) -> None:
+    """Until something listens on addr:port, asked from inside host 0 (this machine's own namespace has no
+    route to the hosts' addresses; they would leave it through its default route)."""
+    probe = (
+        "import socket, sys, time\n"
+        f"end = time.monotonic() + {timeout}\n"
+        "while time.monotonic() < end:\n"
+        f"    try: socket.create_connection(('{addr}', {port}), timeout=1).close(); sys.exit(0)\n"
+        "    except OSError: time.sleep(0.5)\n"
+        "sys.exit(1)"
+    )
+    if h.popen(0, [sys.executable, "-c", probe]).wait(timeout=timeout + 30) != 0:
+        raise RuntimeError(f"nothing listens on {addr}:{port} after {timeout:.0f} s")
 
 
 def summarize(args, fault, run, watch, code, t_fault, redone, note) -> dict:
