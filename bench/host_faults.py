@@ -25,7 +25,6 @@ Prints a Markdown table and writes JSON lines to --out.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import platform
@@ -42,16 +41,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 import hosts as hosts_mod  # noqa: E402
 
+from gailkit.run import metrics  # noqa: E402
+
 GAILKIT = [sys.executable, "-m", "gailkit.cli"]
 PY_BIN = Path(sys.executable).parent
 ENVS_PER_ACTOR, N_STEPS = 8, 32
 
 
 def _rows(run: Path) -> list[dict[str, str]]:
+    """The run's complete metrics rows so far (the project's own reader: a row being written is left out)."""
     try:
-        with open(run / "metrics.csv") as f:
-            return list(csv.DictReader(f))
-    except (OSError, csv.Error):
+        return metrics.read_rows(run / "metrics.csv")
+    except OSError:  # replaced under us by a resume
         return []
 
 
@@ -65,7 +66,7 @@ class Watch:
     def poll(self) -> int:
         rows = _rows(self.run)
         now = time.monotonic()
-        rounds = [int(r["round"]) for r in rows if r.get("round")]
+        rounds = [int(r["round"]) for r in rows]
         for r in rounds:
             self.seen.setdefault(r, now)
         for r in list(self.seen):

@@ -20,7 +20,6 @@ rounds after the first two (the run's own clock), and the megabytes per second t
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import platform
@@ -122,10 +121,11 @@ def train_rate(args, hosts_n: int, rtt: float, lag: int, keys: Path, demos: Path
             _, err = learner_proc.communicate(timeout=1800)
             if learner_proc.returncode:
                 raise RuntimeError(err[-500:])
-    with open(run / "metrics.csv") as f:
-        # not the first two rounds (actors joining, first update) nor the last (its row's clock includes the
-        # final evaluation)
-        rows = list(csv.DictReader(f))[2:-1]
+    from gailkit.run import metrics
+
+    # not the first two rounds (actors joining, first update) nor the last (its row's clock includes the final
+    # evaluation)
+    rows = metrics.read_rows(run / "metrics.csv")[2:-1]
     steps = int(rows[-1]["env_steps"]) - int(rows[0]["env_steps"])
     seconds = float(rows[-1]["time/elapsed_s"]) - float(rows[0]["time/elapsed_s"])
     wire_mb = sum(float(r["actors/fragment_mb"]) * hosts_n for r in rows[1:])
