@@ -105,9 +105,8 @@ class Run:
         self.cfg, self.dir, self.learner, self.fleet, self.spaces = cfg, run_dir, learner, fleet, spaces
         self.reward_fn, self.references, self.expert_demos, self.device = reward_fn, references, expert_demos, device
         self.resume_from, self.log = resume_from, log
-        scripted = envs.scripted_experts(cfg.env.id).get("scripted")
-        self.best = resume_from.best if resume_from else Best("action_error" if scripted else "return")
-        self._expert_action = scripted(None) if scripted is not None else None
+        self._expert_action = envs.observation_expert(cfg.env.id)
+        self.best = resume_from.best if resume_from else Best("action_error" if self._expert_action else "return")
         self.last_eval: dict[str, float] = {}
         self.started, self.t_start = False, time.perf_counter()
 
@@ -140,7 +139,7 @@ class Run:
         state = next(states)[0] if states is not None else None
         spaces = envs.spaces(cfg.env, allow_code, source=str(run_dir.config) if resume else "the settings file")
         how = (cfg.unsafe_pickle, cfg.demo_columns, cfg.demo_merge, cfg.demo_time_limit)  # as demos.load names them
-        expert_demos = demos.load(cfg.demos, cfg.env.id, spaces, *how)
+        expert_demos = demos.load(cfg.demos, cfg.env.id, spaces, *how, frame_stack=cfg.env.frame_stack)
         if not expert_demos.has_actions:
             cfg = observation_only(cfg)
         cfg = resolve_generator(cfg, spaces[1], allow_code)
@@ -176,21 +175,15 @@ class Run:
     def _references(cfg: TrainConfig, spaces, expert_demos: demos.Demos, allow_code: bool) -> References:
         given = (cfg.expert_return, "--expert-return") if cfg.expert_return is not None else None
         expert_return, source = given or demos.expert_reference(expert_demos)
-        return random_reference(
-            cfg.env,
-            spaces[1],
-            max(RANDOM_EPISODES, cfg.eval_episodes),
-            cfg.seed + 1_000_000,
-            allow_code,
-            expert_return,
-            source,
-        )
+        episodes, seed = max(RANDOM_EPISODES, cfg.eval_episodes), cfg.seed + 1_000_000
+        return random_reference(cfg.env, spaces[1], episodes, seed, allow_code, expert_return, source)
 
-    def start(self) -> None:
-        """Start the fleet, then create (or continue) the run directory and restore a resumed state."""
+    def start(self, fleet: bool = True) -> None:
+        """Start the fleet (unless `fleet` is false: `start_fleet` later, after a BC warm start of minutes that
+        actors would spend on a silent learner), then create or continue the run folder and restore its state."""
         self.t_start = time.perf_counter()
-        self.fleet.start()
-        self.started = True
+        if fleet:
+            self.start_fleet()
         if self.resume_from is not None:
             for path in self.dir.clean():
                 self.log(f"gailkit: removed {path}, a temp file of a write that never finished")
@@ -203,6 +196,10 @@ class Run:
             set_rng_state(self.resume_from.rng)
         else:
             self.dir.create(self.cfg)
+
+    def start_fleet(self) -> None:
+        self.fleet.start()
+        self.started = True
 
     def stop(self) -> None:
         if self.started:

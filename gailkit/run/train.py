@@ -76,10 +76,11 @@ def train(
     interrupted = False
     with stop:
         try:
-            run.start()
+            run.start(fleet=resume)  # a new run starts its fleet after the BC warm start (Run.start)
             cbs.on_start(run)
             if not resume:
                 cbs.on_bc(run, run.behaviour_clone())
+                run.start_fleet()
             while run.learner.env_steps < run.target_steps:
                 if stop.event.is_set():
                     raise Interrupted()
