@@ -14,7 +14,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from . import custom_env
+from . import custom_env, pong
 
 ENVS = {
     "CustomEnv": (f"{__name__}.custom_env:CustomEnv", {}),
@@ -47,6 +47,7 @@ SCRIPTED_EXPERTS: dict[str, dict[str, Callable[[gym.Env], Callable[[Any], Any]]]
     "CustomEnv": {"scripted": lambda env: custom_env.expert_action},
     "TrafficLight-v0": _TRAFFIC,
     "TrafficGrid-v0": _TRAFFIC,
+    "ALE/Pong-v5": {"scripted": pong.tracker},  # reads the console's RAM (needs gailkit[atari])
 }
 
 for _env_id, (_entry_point, _kwargs) in ENVS.items():

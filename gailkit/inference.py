@@ -55,6 +55,13 @@ class OnnxPolicy:
         self.path = path
         self.metadata: dict[str, str] = dict(meta)
         self.env_id: str = meta.get("env_id", "")
+        try:  # the env as trained: its kwargs, preprocessing and frame stack (files of gailkit < 0.5: the id alone)
+            env = json.loads(meta.get("env", "{}"))
+        except ValueError:
+            raise InferenceError(f"{path}: its gailkit metadata 'env' is not JSON") from None
+        if not isinstance(env, dict) or not isinstance(env.get("kwargs", {}), dict):
+            raise InferenceError(f"{path}: its gailkit metadata 'env' is not a mapping with kwargs")
+        self.env_settings: dict[str, Any] = {k: env[k] for k in ("kwargs", "preprocess", "frame_stack") if k in env}
         try:
             self.observation_space: dict[str, Any] = _space(json.loads(meta["observation_space"]))
             self.action_space: dict[str, Any] = _space(json.loads(meta["action_space"]))
@@ -69,6 +76,12 @@ class OnnxPolicy:
             raise InferenceError(
                 f"{path}: takes {inputs} and gives {self.outputs}; a gailkit policy takes ['obs'] and gives 'action'"
             )
+
+    def env_config(self, env_id: str | None = None) -> Any:
+        """The env as trained (`EnvConfig`: kwargs, preprocessing, frame stack), under `env_id` when given."""
+        from gailkit.config import EnvConfig, from_dict
+
+        return from_dict(EnvConfig, {**self.env_settings, "id": env_id or self.env_id}, f"{self.path}: metadata env")
 
     def _batch(self, obs: Any) -> tuple[np.ndarray, bool]:
         arr = np.asarray(obs)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Create (or refresh) a virtual environment of the project from nothing.
 #   scripts/setup.sh                 .venv: gailkit on today's stack (gymnasium 1.x, SB3 2.x, numpy 2)
-#                                    with the extras test, ray, sumo, mujoco, minari, video, wandb
+#                                    with the extras test, ray, sumo, mujoco, minari, video, wandb, atari
 #   scripts/setup.sh imitation       .venv-imitation: gailkit with the imitation and mujoco extras (imitation
 #                                    pins gymnasium 0.29 and SB3 2.2), for the interop tests
 #   GAILKIT_VENV   where the venv lives (default .venv, or .venv-imitation)
@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 flavour="${1:-main}"
 case "$flavour" in
-  main) venv="${GAILKIT_VENV:-.venv}"; extras="test,ray,sumo,mujoco,minari,video,wandb" ;;
+  main) venv="${GAILKIT_VENV:-.venv}"; extras="test,ray,sumo,mujoco,minari,video,wandb,atari" ;;
   imitation) venv="${GAILKIT_VENV:-.venv-imitation}"; extras="test,imitation,mujoco" ;;
   *) echo "setup: unknown flavour '$flavour' (main or imitation)" >&2; exit 2 ;;
 esac

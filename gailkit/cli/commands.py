@@ -213,7 +213,8 @@ def infer(args: argparse.Namespace) -> int:
         raise InferenceError(f"{args.model} was exported for {pi.env_id}, not {args.env}")
     if args.episodes < 1:
         raise InferenceError(f"--episodes must be >= 1, got {args.episodes}")
-    out = envs.run_episodes(pi.predict, env_id, args.episodes, args.seed, allow_code=args.env is not None)
+    env_cfg = pi.env_config(env_id)  # with the preprocessing and frame stack it was trained with
+    out = envs.run_episodes(pi.predict, env_cfg, args.episodes, args.seed, allow_code=args.env is not None)
     if args.json:
         print(json.dumps({"env_id": env_id, "episodes": args.episodes, "seed": args.seed, **out}, indent=2))
     else:

@@ -39,6 +39,18 @@ def add_parsers(sub, cmd) -> None:
         metavar="FILE",
         help="the expert's VecNormalize statistics (default: found beside the .zip, or rl-zoo3's ENV/vecnormalize.pkl)",
     )
+    p.add_argument(
+        "--preprocess",
+        choices=("none", "atari"),
+        default="none",
+        help="atari: gymnasium's AtariPreprocessing (84x84 gray, 4 frames a step), as env.preprocess in training",
+    )
+    p.add_argument(
+        "--frame-stack",
+        type=_count,
+        default=1,
+        help="the expert sees the last K frames (env.frame_stack); the file still holds one frame a step",
+    )
     p.set_defaults(func=cmd("demo_commands:record"))
 
     p = dem.add_parser("inspect", help="episodes, returns, spaces and env of demo files, each validated as train would")
@@ -117,6 +129,8 @@ def record(args: argparse.Namespace) -> int:
         sample=args.sample,
         log=print,
         vecnormalize_file=args.vecnormalize,
+        preprocess=args.preprocess,
+        frame_stack=args.frame_stack,
     )
     demos.save(d, args.out)
     returns = d.episode_returns()

@@ -23,6 +23,14 @@ class EnvConfig(_Checked):
     """Env name: a gymnasium id, a name registered by `envs/`, `module:Class` or `file.py:Class`."""
     kwargs: dict[str, Any] = _f({})
     """Keyword arguments passed to the env's constructor."""
+    preprocess: Literal["none", "atari"] = "none"
+    """`atari`: gymnasium's `AtariPreprocessing` (the env made with `frameskip=1`, then 4 frames a step
+    with max-pooling, 30 no-ops at reset, 84x84 grayscale uint8), the standard Atari pipeline; needs
+    gailkit[atari]. Recorded in the run and in exported ONNX files, so evaluate/export/infer rebuild it."""
+    frame_stack: int = _f(1, _rule(lambda v: 1 <= v <= 16, "must lie in [1, 16]"))
+    """Observations are the last this-many frames (gymnasium's `FrameStackObservation`, a new leading
+    axis, padded at reset with the first frame). Demo files hold one frame a step; stacks are rebuilt
+    from their episodes when they are read."""
 
 
 @dataclasses.dataclass

@@ -43,6 +43,13 @@ def scripted_experts(env_id: str) -> dict[str, Callable]:
     return dict(getattr(module, "SCRIPTED_EXPERTS", {}).get(env_id, {}))
 
 
+def observation_expert(env_id: str) -> Callable | None:
+    """The env's scripted expert as `action(obs)`, when it acts from the observation alone (the action
+    error of a policy is measured against it); None for envs without one or experts that read the env."""
+    scripted = scripted_experts(env_id).get("scripted")
+    return None if scripted is None or getattr(scripted, "reads_env", False) else scripted(None)
+
+
 def load_user_attr(spec: str, flag: str = "--env") -> Any:
     """`module:attr` or `path/file.py:attr`, as typed by the user (imports, so runs, that code)."""
     target, _, attr = spec.rpartition(":")
@@ -87,12 +94,31 @@ def _load_class(name: str) -> type:
 
 
 def _is_registered(name: str) -> bool:
-    if name.startswith("seals/"):
-        try:
-            importlib.import_module("seals")
-        except ImportError:
-            pass
+    for prefix, module in (("seals/", "seals"), ("ALE/", "ale_py")):
+        if name.startswith(prefix) and name not in gym.registry:
+            try:
+                gym.register_envs(importlib.import_module(module))
+            except ImportError:
+                if module == "ale_py":
+                    raise EnvError(f"--env {name}: Atari envs need ale-py: pip install 'gailkit[atari]'") from None
     return name in gym.registry
+
+
+def _wrapped(env: gym.Env, cfg: EnvConfig) -> gym.Env:
+    """`env` with the preprocessing and frame stack `cfg` names (gymnasium's own wrappers)."""
+    if cfg.preprocess == "atari":
+        from gymnasium.wrappers import AtariPreprocessing
+
+        try:
+            env = AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True)
+        except (ValueError, AssertionError, AttributeError, gym.error.DependencyNotInstalled) as e:
+            env.close()
+            raise EnvError(f"--env {cfg.id}: env.preprocess atari does not fit it ({str(e).splitlines()[0]})") from None
+    if cfg.frame_stack > 1:
+        from gymnasium.wrappers import FrameStackObservation
+
+        env = FrameStackObservation(env, cfg.frame_stack)
+    return env
 
 
 def make_factory(cfg: EnvConfig | str, allow_code: bool = True, source: str = "") -> Callable[[], gym.Env]:
@@ -107,8 +133,15 @@ def make_factory(cfg: EnvConfig | str, allow_code: bool = True, source: str = ""
     if not isinstance(name, str) or not name:
         raise EnvError("no env given: pass --env NAME (a gymnasium id, a name from envs/, module:Class)")
     import_project_envs()
+    if cfg.preprocess == "atari":
+        entry = str(gym.spec(name).entry_point) if _is_registered(name) else ""
+        if not entry.startswith("ale_py"):
+            raise EnvError(f"--env {name}: env.preprocess atari is for Atari envs (ALE/...), and {name} is not one")
+        if kwargs.get("frameskip", 1) != 1:
+            raise EnvError(f"--env {name}: env.preprocess atari skips frames itself; drop env.kwargs.frameskip")
+        kwargs["frameskip"] = 1  # AtariPreprocessing's frame skip replaces the env's own
     if _is_registered(name):
-        return _RegisteredFactory(name, kwargs)
+        return _RegisteredFactory(name, kwargs, cfg)
     if ":" in name:
         if not allow_code:
             raise EnvError(
@@ -116,7 +149,7 @@ def make_factory(cfg: EnvConfig | str, allow_code: bool = True, source: str = ""
                 f"code only from a name you type: pass --env {name} if you trust it"
             )
         _load_class(name)  # fail now, with a clear error, if it cannot load
-        return _ClassFactory(name, kwargs)
+        return _ClassFactory(name, kwargs, cfg)
     close = difflib.get_close_matches(name, list(gym.registry), n=4, cutoff=0.5)
     hint = f" (close matches: {', '.join(close)})" if close else ""
     raise EnvError(
@@ -126,8 +159,8 @@ def make_factory(cfg: EnvConfig | str, allow_code: bool = True, source: str = ""
 
 
 class _RegisteredFactory:
-    def __init__(self, name: str, kwargs: dict[str, Any]):
-        self.name, self.kwargs = name, kwargs
+    def __init__(self, name: str, kwargs: dict[str, Any], cfg: EnvConfig):
+        self.name, self.kwargs, self.cfg = name, kwargs, cfg
 
     def __call__(self) -> gym.Env:
         try:
@@ -136,14 +169,14 @@ class _RegisteredFactory:
             raise EnvError(f"--env {self.name}: bad env kwargs {self.kwargs} ({e})") from None
         except gym.error.DependencyNotInstalled as e:
             raise EnvError(f"--env {self.name}: {str(e).splitlines()[0]}") from None
-        return check_spaces(env, self.name)
+        return check_spaces(_wrapped(env, self.cfg), self.name)
 
 
 class _ClassFactory:
     """Holds the name, not the class, so it pickles to worker processes (SB3's SubprocVecEnv)."""
 
-    def __init__(self, name: str, kwargs: dict[str, Any]):
-        self.name, self.kwargs = name, kwargs
+    def __init__(self, name: str, kwargs: dict[str, Any], cfg: EnvConfig):
+        self.name, self.kwargs, self.cfg = name, kwargs, cfg
 
     def __call__(self) -> gym.Env:
         cls = _load_class(self.name)
@@ -151,7 +184,7 @@ class _ClassFactory:
             env = cls(**self.kwargs)
         except (TypeError, ValueError) as e:
             raise EnvError(f"--env {self.name}: cannot construct with kwargs {self.kwargs} ({e})") from None
-        return check_spaces(env, self.name)
+        return check_spaces(_wrapped(env, self.cfg), self.name)
 
 
 def check_spaces(env: gym.Env, name: str) -> gym.Env:

@@ -84,8 +84,7 @@ def evaluate(
         video_mod.check_target(video)  # before minutes of evaluation
     act, env_cfg, allow_code, cfg, state, ckpt = _load(source, env_id, which, deterministic=not stochastic)
     obs_space, act_space = envs.spaces(env_cfg, allow_code, source=str(source))
-    scripted = envs.scripted_experts(env_cfg.id).get("scripted")
-    expert_action = scripted(None) if scripted is not None else None
+    expert_action = envs.observation_expert(env_cfg.id)
     trained = envs.run_episodes(act, env_cfg, episodes, seed, expert_action, allow_code)
     refs = (
         state.references
@@ -94,7 +93,9 @@ def evaluate(
     )
     if demos_path or state is None:
         try:
-            d = demos.load(demos_path or "data", env_id=env_cfg.id, spaces=(obs_space, act_space))
+            d = demos.load(
+                demos_path or "data", env_id=env_cfg.id, spaces=(obs_space, act_space), frame_stack=env_cfg.frame_stack
+            )
             refs.expert_return, refs.expert_source = demos.expert_reference(d)
         except demos.DemoError:
             if demos_path:

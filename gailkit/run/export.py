@@ -125,6 +125,7 @@ def export(
     model = onnx.load_from_string(buf.getvalue())
     meta = {
         "env_id": state.settings.env.id,
+        "env": json.dumps(dataclasses.asdict(state.settings.env)),  # preprocessing and frame stack: infer rebuilds them
         "observation_space": json.dumps(state.spaces["observation"]),
         "action_space": json.dumps(state.spaces["action"]),
         "gailkit_version": __version__,

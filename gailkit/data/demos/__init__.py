@@ -14,7 +14,7 @@ import numpy as np
 from gailkit import __version__
 from gailkit.config.envid import same_env
 from gailkit.core.errors import DemoError, GailkitError
-from gailkit.data.demos import arrow_io, imitation_io, minari_io, pickle_io
+from gailkit.data.demos import arrow_io, imitation_io, minari_io, pickle_io, stacks
 from gailkit.data.demos.core import DemoMeta, Demos, concat, describe_space, space_from_json, space_to_json
 from gailkit.data.demos.transform import expert_reference, strip_actions, subsample
 from gailkit.data.demos.validate import DemoWarning, check, check_structure, fits, validate
@@ -162,11 +162,14 @@ def load(
     columns: dict[str, str] | None = None,
     merge: bool = False,
     time_limit: int = 0,
+    frame_stack: int = 1,
 ) -> Demos:
     """All demos under `path` for `env_id`, validated against `spaces` (obs, act) when given.
 
     With `env_id`, a file is used when its metadata names that env; a file without an env id is
     used when its shapes fit `spaces`. When nothing is left, the error lists what `path` holds.
+    With `frame_stack` K > 1 (`spaces[0]` then stacked), a file of single frames has its stacks
+    rebuilt from its episodes (`stacks`).
     """
     files = discover(path)
     if not files:
@@ -187,14 +190,17 @@ def load(
             warnings.warn(f"{f}: skipped, not readable as demos ({str(e).removeprefix(f'{f}: ')})", DemoWarning, 2)
             held.append(f"{f.name} (not demos)")
             continue
-        if env_id is not None and file_env is None and spaces is not None and not fits(d, *spaces):
+        frames = spaces is not None and frame_stack > 1 and stacks.is_frames(d, spaces[0])
+        file_spaces = (stacks.frame_space(spaces[0]), spaces[1]) if frames and spaces is not None else spaces
+        if env_id is not None and file_env is None and file_spaces is not None and not fits(d, *file_spaces):
             if len(files) == 1:
-                validate(d, *spaces)  # raises with the exact mismatch
+                validate(d, *file_spaces)  # raises with the exact mismatch
             acts = "none" if d.acts is None else d.acts.shape[1:]
             held.append(f"{f.name} (no env id; obs {d.obs.shape[1:]}, acts {acts})")
             continue
         d = _time_limit_ends(d, env_id, time_limit)
-        chosen.append(validate(d, *spaces) if spaces is not None else d)
+        d = validate(d, *file_spaces) if file_spaces is not None else d
+        chosen.append(stacks.rebuild(d, frame_stack, spaces[0]) if frames and spaces is not None else d)
     if not chosen:
         raise DemoError(f"{path}: no demos for {env_id}; it holds: {', '.join(held)}")
     first = chosen[0].meta

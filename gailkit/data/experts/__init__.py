@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -16,6 +17,7 @@ from gailkit.config.envid import same_env
 from gailkit.core import fsutil
 from gailkit.core.errors import EnvError, ExpertError, GailkitError
 from gailkit.data import demos, envs
+from gailkit.data.demos import stacks
 
 REPO_EXPERTS = Path(__file__).resolve().parents[3] / "experts"  # gailkit/data/experts/ -> the project
 Policy = Callable[[np.ndarray], Any]
@@ -165,8 +167,11 @@ def record_demos(
     sample: bool = False,
     log: Callable[[str], None] = lambda line: None,
     vecnormalize_file: str | Path | None = None,
+    preprocess: str = "none",
+    frame_stack: int = 1,
 ) -> demos.Demos:
-    """Demos of an expert with the expert policy's own return in their metadata.
+    """Demos of an expert with the expert policy's own return in their metadata, recorded on the env with
+    `preprocess` and `frame_stack` (`EnvConfig`'s; with a stack, the file holds one frame a step).
 
     Deterministic by default: the demos then show the policy whose return is the reference.
     With `sample`, actions are drawn from the expert's distribution, and its deterministic return
@@ -176,13 +181,12 @@ def record_demos(
     pol, env_name, info = load_expert(spec, env_id, not sample, vecnormalize_file)
     if "vecnormalize" in info:
         log(f"expert: {spec} with the observation statistics of {info['vecnormalize']} (VecNormalize)")
-    d = record(pol, env_name, episodes, seed, source=spec, allow_code=allow_code)
+    env_cfg = EnvConfig(id=env_name, preprocess=preprocess, frame_stack=frame_stack)  # type: ignore[arg-type]
+    d = record(pol, env_cfg, episodes, seed, source=spec, allow_code=allow_code)
     reference = d.episode_returns()
     if sample:
         det, _, _ = load_expert(spec, env_name, True, vecnormalize_file)
-        reference = record(
-            det, env_name, max(10, min(episodes, 50)), seed + 100_000, spec, allow_code
-        ).episode_returns()
+        reference = record(det, env_cfg, max(10, min(episodes, 50)), seed + 100_000, spec, allow_code).episode_returns()
     assert reference is not None, "recorded episodes always carry their returns"
     d.meta.expert_return, d.meta.expert_return_std = float(reference.mean()), float(reference.std())
     d.meta.expert_episodes, d.meta.sampled = len(reference), sample
@@ -200,7 +204,9 @@ def record(
         raise ExpertError(f"--episodes must be >= 1, got {episodes}")
     env_cfg = EnvConfig(id=env_cfg) if isinstance(env_cfg, str) else env_cfg
     extra = policy.env_kwargs if isinstance(policy, Scripted) else {}
-    env = envs.make_factory(EnvConfig(id=env_cfg.id, kwargs={**env_cfg.kwargs, **extra}), allow_code)()
+    env = envs.make_factory(dataclasses.replace(env_cfg, kwargs={**env_cfg.kwargs, **extra}), allow_code)()
+    # with a frame stack the expert sees the stack; the file holds one frame a step (stacks.rebuild reads it back)
+    frame = (lambda o: np.asarray(o)[-1]) if env_cfg.frame_stack > 1 else (lambda o: o)
     if isinstance(policy, Scripted):
         policy = policy.bind(env)
     cols: dict[str, list] = {
@@ -216,12 +222,14 @@ def record(
                 next_obs, r, term, trunc, info = env.step(envs.step_action(act))
                 if "expert_action" in info:
                     act = np.asarray(info["expert_action"])
-                for k, v in zip(cols, (obs, act, next_obs, term, trunc, r, ep, t)):
+                for k, v in zip(cols, (frame(obs), act, frame(next_obs), term, trunc, r, ep, t)):
                     cols[k].append(v)
                 obs, t, done = next_obs, t + 1, term or trunc
         meta = demos.DemoMeta(
             env_id=env_cfg.id,
-            observation_space=demos.space_to_json(env.observation_space),
+            observation_space=demos.space_to_json(
+                stacks.frame_space(env.observation_space) if env_cfg.frame_stack > 1 else env.observation_space
+            ),
             action_space=demos.space_to_json(env.action_space),
             source=source,
             gailkit_version=__version__,

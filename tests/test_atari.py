@@ -1,0 +1,115 @@
+"""Frame stacks and Atari: demo files hold one frame a step and the stacks come back exactly as
+gymnasium's FrameStackObservation builds them; Pong's scripted expert records, and a run on Atari's
+preprocessing trains, exports and infers with the pipeline rebuilt from the ONNX file alone."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from gymnasium.wrappers import FrameStackObservation
+
+from gailkit.config import EnvConfig
+from gailkit.core.errors import DemoError
+from gailkit.data import demos, envs
+from tests.conftest import run_cli
+from tests.space_envs import ImageObs
+
+ale_py = pytest.importorskip("ale_py", reason="Atari tests need gailkit[atari]")
+
+
+def _stacked_rollouts(k: int, episodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """What the env wrapped in gymnasium's own frame stack shows the same expert on the same seeds."""
+    env = FrameStackObservation(ImageObs(), k)
+    obs_rows, next_rows = [], []
+    for ep in range(episodes):
+        obs, _ = env.reset(seed=ep)
+        done = False
+        while not done:
+            nxt, _, term, trunc, _ = env.step(ImageObs.expert(obs))
+            obs_rows.append(obs)
+            next_rows.append(nxt)
+            obs, done = nxt, term or trunc
+    return np.stack(obs_rows), np.stack(next_rows)
+
+
+def test_stacks_rebuilt_from_one_frame_a_step_are_gymnasiums_own(tmp_path):
+    out = tmp_path / "frames.arrow"
+    r = run_cli("demos", "record", "--env", "tests/space_envs.py:ImageObs", "--expert",
+                "tests/space_envs.py:image_expert", "--episodes", "3", "--frame-stack", "3", "--out", str(out))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    raw = demos.load_file(out)
+    assert raw.obs.shape[1:] == (12, 12, 3)  # one frame a step in the file
+    stacked_space = FrameStackObservation(ImageObs(), 3).observation_space
+    d = demos.load(out, "tests/space_envs.py:ImageObs", (stacked_space, ImageObs.action_space), frame_stack=3)
+    obs, next_obs = _stacked_rollouts(3, 3)
+    assert d.obs.shape == obs.shape == (len(raw), 3, 12, 12, 3)
+    np.testing.assert_array_equal(d.obs, obs)
+    np.testing.assert_array_equal(d.next_obs, next_obs)
+    # a subsampled file has lost the frames before its kept steps: refused in one line
+    sub = tmp_path / "sub.arrow"
+    assert run_cli("demos", "subsample", str(out), str(sub), "--episodes", "2", "--every", "4").returncode == 0
+    with pytest.raises(DemoError, match="not whole"):
+        demos.load(sub, "tests/space_envs.py:ImageObs", (stacked_space, ImageObs.action_space), frame_stack=3)
+
+
+def test_frames_are_written_compressed_and_vectors_are_not(tmp_path):
+    r = run_cli("demos", "record", "--env", "tests/space_envs.py:BigImageObs", "--expert",
+                "tests/space_envs.py:image_expert", "--episodes", "4", "--out", str(tmp_path / "f.arrow"))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    d = demos.load_file(tmp_path / "f.arrow")
+    raw = d.obs.nbytes + d.next_obs.nbytes
+    assert (tmp_path / "f.arrow").stat().st_size < raw / 10  # one bright column a frame: mostly zeros
+    r = run_cli("demos", "record", "--env", "tests/space_envs.py:DiscreteObs", "--expert",
+                "tests/space_envs.py:discrete_obs_expert", "--episodes", "4", "--out", str(tmp_path / "v.arrow"))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    v = demos.load_file(tmp_path / "v.arrow")
+    assert (tmp_path / "v.arrow").stat().st_size > v.obs.nbytes + v.next_obs.nbytes  # vectors: as they are (mapped)
+
+
+@pytest.mark.slow
+def test_pong_scripted_expert_records_and_the_atari_pipeline_trains_exports_and_infers(tmp_path):
+    """Pong (short games: 1,200 console frames) with AtariPreprocessing and a 4-frame stack from the settings;
+    `infer` rebuilds the preprocessing and stack from the ONNX metadata and plays exactly as `evaluate` does."""
+    from gailkit.data import experts
+
+    short = {"max_num_frames_per_episode": 1200}
+    cfg = EnvConfig(id="ALE/Pong-v5", kwargs=short, preprocess="atari", frame_stack=4)
+    expert = experts.load_expert("scripted", "ALE/Pong-v5", True)[0]
+    d = experts.record(expert, cfg, 2, 0, "scripted")
+    # up to 1,200 frames / 4 a game (reset no-ops take some), twice
+    assert d.obs.shape[1:] == (84, 84) and d.obs.dtype == np.uint8 and 500 < len(d) <= 600
+    d.meta.expert_return = float(d.episode_returns().mean())
+    path = demos.save(d, tmp_path / "pong.arrow")
+    assert path.stat().st_size < (d.obs.nbytes + d.next_obs.nbytes) / 20
+    env = envs.make_env(cfg)
+    assert env.observation_space.shape == (4, 84, 84) and env.observation_space.dtype == np.uint8
+    env.close()
+    run, onnx = tmp_path / "run", tmp_path / "pong.onnx"
+    sets = ["env.preprocess=atari", "env.frame_stack=4", "env.kwargs.max_num_frames_per_episode=1200",
+            "bc.epochs=1"]  # fmt: skip
+    args = ["train", "--env", "ALE/Pong-v5", "--demos", str(path), "--preset", "tiny", "--total-steps", "128"]
+    r = run_cli(*args, "--run-dir", str(run), "--quiet", *[x for s in sets for x in ("--set", s)])
+    assert r.returncode == 0, r.stderr
+    saved = (run / "config.yaml").read_text()
+    assert "preprocess: atari" in saved and "frame_stack: 4" in saved
+    r = run_cli("export", str(run), "--out", str(onnx))
+    assert r.returncode == 0, r.stderr
+    r = run_cli("evaluate", str(run), "--episodes", "1", "--json", "--onnx", str(onnx))
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["onnx"]["returns"] == report["policy"]["returns"]
+    r = run_cli("infer", str(onnx), "--episodes", "1", "--json")  # no --env: the ONNX file's own pipeline
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["returns"] == report["policy"]["returns"]
+
+
+def test_an_atari_setting_that_cannot_apply_is_one_line(tmp_path):
+    r = run_cli("demos", "record", "--env", "CartPole-v1", "--expert", "experts/cartpole.zip", "--episodes", "1",
+                "--preprocess", "atari", "--out", str(tmp_path / "x.arrow"))  # fmt: skip
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "preprocess" in r.stderr and not (tmp_path / "x.arrow").exists()
+    r = run_cli("train", "--env", "ALE/Pong-v5", "--set", "env.preprocess=atari", "--set", "env.kwargs.frameskip=4",
+                "--run-dir", str(tmp_path / "run"))  # fmt: skip
+    assert r.returncode == 2 and "frameskip" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
