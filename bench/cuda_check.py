@@ -1,6 +1,7 @@
 """The CUDA path, end to end: a few GAIL rounds with `--device cuda`, checking every tensor's device.
 
     python bench/cuda_check.py            # on a machine with a GPU; exits 1 on any mismatch
+    python bench/cuda_check.py --pong     # the CNN path: Pong's frames (data/pong.arrow, gailkit[atari])
 
 imitation's users hit device-mismatch errors (reward net on one device, batches on another);
 this trains Hopper for a few rounds on CUDA (BC, absorbing states, gradient penalty, replay: the
@@ -30,7 +31,8 @@ class DeviceCheck(Callback):
     def on_round(self, run, stats) -> None:
         learner = run.learner
         self.seen["policy"] = next(learner.generator.policy.parameters()).device
-        self.seen["normalizer"] = learner.generator.policy.features_extractor.mean.device
+        encoder = learner.generator.policy.features_extractor  # a normalizing flatten (buffers) or a CNN
+        self.seen["encoder"] = next(iter([*encoder.parameters(), *encoder.buffers()])).device
         self.seen["disc"] = next(learner.disc.net.parameters()).device
         self.seen["disc_inputs"] = learner.expert.batch.obs_absorbing.device
         self.seen["rewards"] = learner.disc.reward(learner.expert.batch[:8]).device
@@ -46,17 +48,17 @@ def main() -> int:
             return 0
         device = "cpu"
     check = DeviceCheck()
-    cfg = train.train_config(
-        "Hopper-v4",
-        "data/hopper.arrow",
-        None,
-        ["total_steps=8192", f"device={device}", "eval_every=2", "disc.grad_penalty=1.0", "disc.replay_rounds=2"],
-    )
+    env, demos, steps = "Hopper-v4", "data/hopper.arrow", (8192, 12288)
+    extra = ["disc.grad_penalty=1.0", "disc.replay_rounds=2"]
+    if "--pong" in sys.argv:  # CNN encoders for policy, value and discriminator on uint8 frame stacks
+        env, demos, steps = "ALE/Pong-v5", "data/pong.arrow", (2048, 3072)
+        extra = ["disc.grad_penalty=1.0", "disc.replay_rounds=2", "bc.epochs=1", "eval_episodes=1"]
+    cfg = train.train_config(env, demos, None, [f"total_steps={steps[0]}", f"device={device}", "eval_every=2", *extra])
     with tempfile.TemporaryDirectory() as tmp:
         summary = train.train(cfg, Path(tmp) / "run", quiet=True, callbacks=[check])
         state = checkpoint.load(Path(tmp) / "run" / "final" / "checkpoint.pt", device="cpu")
         resumed = train.train(
-            train.train_config("Hopper-v4", "data/hopper.arrow", None, ["total_steps=12288", f"device={device}"]),
+            train.train_config(env, demos, None, [f"total_steps={steps[1]}", f"device={device}", *extra[2:]]),
             Path(tmp) / "run",
             resume=True,
             quiet=True,

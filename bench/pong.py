@@ -1,0 +1,140 @@
+"""Pong's data: the scripted expert's and a random policy's returns, what the demo file and its frame
+stacks cost on disk and in memory, and what a fragment of Pong frames costs on the wire.
+
+    python bench/pong.py --demos data/pong.arrow --random-episodes 10
+    python bench/pong.py --demos data/pong.arrow --bc           # BC alone on the same demos
+    python bench/pong.py --summarize runs/pong                   # a `gailkit train` run's curve
+
+`--bc` trains gailkit's BC warm start alone (one round in which the cloned policy is not trained: the
+critic warm-up) and evaluates it as a run does. `--summarize` reads a run's metrics: env steps and
+seconds (evaluation time left out) to 0.9 of the expert, best and final, with both references.
+
+The demos are recorded beforehand (`gailkit demos record --expert scripted --env ALE/Pong-v5
+--preprocess atari ...`); their metadata carries the expert's return over the recorded episodes.
+Collection speed against SB3 PPO is `bench/ppo_throughput.py` with the Pong settings (BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from gail_vs_imitation import eval_curve, first_reaching  # the same curve and threshold
+
+from gailkit.config import EnvConfig
+from gailkit.core.fragments import Fragment
+from gailkit.data import demos, envs
+from gailkit.data.demos import stacks
+from gailkit.rollout import wire
+from gailkit.run import checkpoint, metrics, train
+
+ENV = EnvConfig(id="ALE/Pong-v5", preprocess="atari", frame_stack=4)
+
+
+def random_return(episodes: int, seed: int) -> tuple[float, float]:
+    rng = np.random.default_rng(seed)
+    out = envs.run_episodes(lambda obs: rng.integers(6), ENV, episodes, seed)
+    return out["return_mean"], out["return_std"]
+
+
+def fragment_bytes(d: demos.Demos, n_steps: int = 256, n_envs: int = 8) -> tuple[int, int]:
+    """Encoded and raw bytes of one fragment of real (stacked) Pong observations."""
+    rows = n_steps * n_envs
+    obs = d.obs[:rows].reshape(n_steps, n_envs, *d.obs.shape[1:])
+    nxt = d.next_obs[:rows].reshape(obs.shape)
+    f = Fragment(
+        obs=obs,
+        acts=d.acts[:rows].reshape(n_steps, n_envs),
+        next_obs=nxt,
+        terminated=np.zeros((n_steps, n_envs), bool),
+        truncated=np.zeros((n_steps, n_envs), bool),
+        log_probs=np.zeros((n_steps, n_envs), np.float32),
+        rews=np.zeros((n_steps, n_envs), np.float32),
+        first_starts=np.zeros(n_envs, bool),
+        episode_returns=np.zeros(0, np.float32),
+        episode_lengths=np.zeros(0, np.int64),
+        actor_id=0,
+        policy_version=0,
+    )
+    body = wire.encode_fragment(f)
+    return len(body), obs.nbytes + nxt.nbytes + rows * 8
+
+
+def summarize(run: Path) -> None:
+    curve = eval_curve(metrics.read_rows(run / "metrics.csv"))
+    refs = checkpoint.load(run / "best" / "checkpoint.pt").references
+    r_exp, r_rand = refs.expert_return, refs.random_return
+    steps, secs = first_reaching(curve, 0.9, r_rand, r_exp)
+    score = [(s, t, (r - r_rand) / (r_exp - r_rand), r) for s, t, r in curve]
+    best = max(score, key=lambda x: x[2])
+    print(f"{run}: expert {r_exp:.1f} ({refs.expert_source}), random {r_rand:.1f}; {len(curve)} evaluations")
+    print(f"  to 0.9: {'not reached' if steps is None else f'{steps:,} env steps, {secs:.0f} s'}")
+    print(f"  best {best[2]:.2f} (return {best[3]:.1f}) at {best[0]:,} steps; final {score[-1][2]:.2f} "
+          f"(return {score[-1][3]:.1f}) at {score[-1][0]:,} steps, {score[-1][1]:.0f} s")  # fmt: skip
+    for s, t, n, r in score:
+        print(f"  {s:>9,} steps {t:>7.0f} s  return {r:6.1f}  normalized {n:5.2f}")
+
+
+def behaviour_cloning_alone(demos_path: Path, episodes: int) -> None:
+    cfg = train.train_config(ENV.id, str(demos_path), None, ["total_steps=1", f"eval_episodes={episodes}"])
+    with tempfile.TemporaryDirectory() as tmp:
+        out = train.train(cfg, Path(tmp) / "bc", quiet=True, log=lambda m: None)
+        refs = checkpoint.load(Path(tmp) / "bc" / "final" / "checkpoint.pt").references
+    r_exp, r_rand = refs.expert_return, refs.random_return
+    print(
+        f"BC alone ({cfg.bc.epochs if cfg.bc.epochs > 0 else 'auto'} epochs): return {out['return_mean']:.1f} over "
+        f"{episodes} games, normalized {(out['return_mean'] - r_rand) / (r_exp - r_rand):.2f} (expert {r_exp:.1f}, "
+        f"random {r_rand:.1f}); {out['seconds']:.0f} s"
+    )
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--demos", type=Path, default=Path("data/pong.arrow"))
+    p.add_argument("--random-episodes", type=int, default=10)
+    p.add_argument("--bc", action="store_true", help="BC alone on the demos instead")
+    p.add_argument("--eval-episodes", type=int, default=10)
+    p.add_argument("--summarize", type=Path, help="a gailkit train run's folder: its curve instead")
+    args = p.parse_args()
+    if args.summarize:
+        return summarize(args.summarize)
+    if args.bc:
+        return behaviour_cloning_alone(args.demos, args.eval_episodes)
+    print(f"# Pong data: {args.demos}; {platform.machine()}, {time.strftime('%Y-%m-%d')}", flush=True)
+    t0 = time.perf_counter()
+    frames = demos.load_file(args.demos)
+    read_s = time.perf_counter() - t0
+    obs_space, act_space = envs.spaces(ENV)
+    t0 = time.perf_counter()
+    d = demos.load(args.demos, ENV.id, (obs_space, act_space), frame_stack=ENV.frame_stack)
+    stack_s = time.perf_counter() - t0
+    returns = frames.episode_returns()
+    assert returns is not None
+    size = args.demos.stat().st_size
+    print(
+        f"expert (scripted): {frames.meta.expert_return:.2f} ± {frames.meta.expert_return_std:.2f} over "
+        f"{frames.meta.expert_episodes} episodes; the file's episodes: {' '.join(f'{r:.0f}' for r in returns)}"
+    )
+    print(
+        f"file: {size / 1e6:.2f} MB for {len(frames):,} transitions ({frames.n_episodes} episodes), "
+        f"{size / len(frames):.0f} B/transition; frames in memory {stacks.nbytes(frames) / 1e6:.0f} MB "
+        f"({stacks.nbytes(frames) / size:.0f}:1), read in {read_s:.1f} s"
+    )
+    print(
+        f"stacks of {ENV.frame_stack} rebuilt in {stack_s:.1f} s: {stacks.nbytes(d) / 1e6:.0f} MB in memory "
+        f"({stacks.nbytes(d) / len(d) / 1024:.1f} KiB/transition; stored stacked and uncompressed the file "
+        f"would be {stacks.nbytes(d) / size:.0f}x this one)"
+    )
+    enc, raw = fragment_bytes(d)
+    print(f"wire: a 256-step x 8-env fragment of Pong frames: {enc / 1e6:.2f} MB encoded, {raw / 1e6:.1f} MB raw "
+          f"({raw / enc:.0f}:1), {enc / 2048:.0f} B/env step")  # fmt: skip
+    mean, std = random_return(args.random_episodes, 0)
+    print(f"random policy: {mean:.2f} ± {std:.2f} over {args.random_episodes} episodes")
+
+
+if __name__ == "__main__":
+    main()
