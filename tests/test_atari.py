@@ -86,6 +86,14 @@ def test_pong_scripted_expert_records_and_the_atari_pipeline_trains_exports_and_
     env = envs.make_env(cfg)
     assert env.observation_space.shape == (4, 84, 84) and env.observation_space.dtype == np.uint8
     env.close()
+    # the env as train makes it by default (experts/pong.gail.yaml): inspect and record use the same one
+    assert (experts.env_settings("ALE/Pong-v5").preprocess, experts.env_settings("ALE/Pong-v5").frame_stack) == (
+        "atari",
+        4,
+    )
+    assert experts.env_settings("CartPole-v1").frame_stack == 1
+    r = run_cli("demos", "inspect", str(path), "--env", "ALE/Pong-v5")  # frames checked against the preprocessed env
+    assert r.returncode == 0 and "Box(84, 84) uint8" in r.stdout, r.stderr
     run, onnx = tmp_path / "run", tmp_path / "pong.onnx"
     sets = ["env.preprocess=atari", "env.frame_stack=4", "env.kwargs.max_num_frames_per_episode=1200",
             "bc.epochs=1"]  # fmt: skip

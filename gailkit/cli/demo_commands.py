@@ -42,14 +42,14 @@ def add_parsers(sub, cmd) -> None:
     p.add_argument(
         "--preprocess",
         choices=("none", "atari"),
-        default="none",
-        help="atari: gymnasium's AtariPreprocessing (84x84 gray, 4 frames a step), as env.preprocess in training",
+        help="atari: gymnasium's AtariPreprocessing (84x84 gray, 4 frames a step), as env.preprocess in training "
+        "(default: as experts/<env>.gail.yaml sets it, else none)",
     )
     p.add_argument(
         "--frame-stack",
         type=_count,
-        default=1,
-        help="the expert sees the last K frames (env.frame_stack); the file still holds one frame a step",
+        help="the expert sees the last K frames (env.frame_stack; default: as experts/<env>.gail.yaml sets it, "
+        "else 1); the file still holds one frame a step",
     )
     p.set_defaults(func=cmd("demo_commands:record"))
 
@@ -179,13 +179,24 @@ def _columns(args: argparse.Namespace) -> dict[str, str] | None:
     return config.build(TrainConfig, overrides=[f"demo_columns={json.dumps(parse_columns(args.columns))}"]).demo_columns
 
 
+def _frame_spaces(env_id: str) -> tuple:
+    """The spaces a demo file of `env_id` holds: the env as `train` makes it (its experts/*.gail.yaml's
+    preprocessing), one frame a step where a frame stack is on (files never hold the stacks)."""
+    from gailkit.data import envs, experts
+    from gailkit.data.demos import stacks
+
+    cfg = experts.env_settings(env_id)
+    obs, act = envs.spaces(cfg)
+    return (stacks.frame_space(obs) if cfg.frame_stack > 1 else obs), act
+
+
 def inspect(args: argparse.Namespace) -> int:
-    from gailkit.data import demos, envs
+    from gailkit.data import demos
 
     files = demos.discover(args.path)
     if not files:
         raise demos.DemoError(f"{args.path}: no demo files")
-    spaces = envs.spaces(args.env) if args.env else None
+    spaces = _frame_spaces(args.env) if args.env else None
     rows = []
     columns = _columns(args)
     for f in files:
@@ -232,7 +243,7 @@ def convert(args: argparse.Namespace) -> int:
             d = demos.load_file(files[0], args.unsafe_pickle, columns)
         demos.check(d, None)
     else:
-        spaces = envs.spaces(args.env)
+        spaces = _frame_spaces(args.env)
         d = demos.load(args.src, env_id=args.env, spaces=spaces, unsafe_pickle=args.unsafe_pickle, columns=columns)
     envs.import_project_envs()  # so a Minari dataset can record a project env by its registered id
     demos.save(d, args.dst, pickle_layout=args.pickle_layout, minari_format=args.minari_format)

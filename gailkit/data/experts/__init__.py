@@ -46,6 +46,14 @@ def find_settings(env_id: str, kind: str) -> Path | None:
     return None
 
 
+def env_settings(env_id: str) -> EnvConfig:
+    """The env as `gailkit train --env ENV_ID` makes it by default: the `env` section of its
+    `experts/*.gail.yaml` (kwargs, preprocessing, frame stack), else the id alone."""
+    found = find_settings(env_id, "gail")
+    data = (config.read_settings(found).get("env") or {}) if found is not None else {}
+    return config.from_dict(EnvConfig, {**data, "id": env_id}, f"{found}: env" if found else "env")
+
+
 def expert_config(env_id: str, config_file: str | None = None, overrides: Sequence[str] = ()) -> ExpertConfig:
     """Defaults, then the env's YAML in experts/, then `config_file`, then `--set` overrides."""
     layers = [("--env", {"env": {"id": env_id}})]
@@ -167,11 +175,12 @@ def record_demos(
     sample: bool = False,
     log: Callable[[str], None] = lambda line: None,
     vecnormalize_file: str | Path | None = None,
-    preprocess: str = "none",
-    frame_stack: int = 1,
+    preprocess: str | None = None,
+    frame_stack: int | None = None,
 ) -> demos.Demos:
     """Demos of an expert with the expert policy's own return in their metadata, recorded on the env with
-    `preprocess` and `frame_stack` (`EnvConfig`'s; with a stack, the file holds one frame a step).
+    `preprocess` and `frame_stack` (`EnvConfig`'s; None: as `env_settings` has them, i.e. as `train`
+    makes the env; with a stack, the file holds one frame a step).
 
     Deterministic by default: the demos then show the policy whose return is the reference.
     With `sample`, actions are drawn from the expert's distribution, and its deterministic return
@@ -181,7 +190,10 @@ def record_demos(
     pol, env_name, info = load_expert(spec, env_id, not sample, vecnormalize_file)
     if "vecnormalize" in info:
         log(f"expert: {spec} with the observation statistics of {info['vecnormalize']} (VecNormalize)")
-    env_cfg = EnvConfig(id=env_name, preprocess=preprocess, frame_stack=frame_stack)  # type: ignore[arg-type]
+    env_cfg = env_settings(env_name)
+    if preprocess is not None or frame_stack is not None:
+        picked = {"preprocess": preprocess or env_cfg.preprocess, "frame_stack": frame_stack or env_cfg.frame_stack}
+        env_cfg = config.from_dict(EnvConfig, {**config.to_dict(env_cfg), **picked}, "env")
     d = record(pol, env_cfg, episodes, seed, source=spec, allow_code=allow_code)
     reference = d.episode_returns()
     if sample:
