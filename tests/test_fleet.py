@@ -103,6 +103,23 @@ def test_policy_lag_one_overlaps_collection_and_learning(tmp_path):
     assert not _children(os.getpid())
 
 
+@pytest.mark.parametrize("lag", [0, 1])
+def test_a_learner_busy_longer_than_the_heartbeat_timeout_loses_no_actor(lag):
+    """Between rounds the learner trains and evaluates without reading its socket (minutes on frames); the
+    actors' heartbeats wait queued, so that time is not silence: no actor is lost, nothing dropped (a
+    Pong run lost its actor, and 70 queued messages, at every evaluation before)."""
+    fleet = _fleet(heartbeat_timeout=2.5, max_policy_lag=lag, n_slots=1, local_actors=1)  # heartbeats: 1 s
+    fleet.start()
+    try:
+        fleet.collect(_weights(0), n_steps=20)
+        time.sleep(6.0)  # a learner busy for more than twice the heartbeat timeout
+        frags = fleet.collect(_weights(1), n_steps=20)
+        assert len(frags) == 1 and fleet.restarts == 0 and sum(fleet.dropped.values()) == 0, fleet.dropped
+        assert fleet.stats["actors/live"] == 1
+    finally:
+        fleet.stop()
+
+
 def test_actor_killed_mid_round_is_replaced_and_round_completes():
     fleet = _fleet()
     fleet.start()

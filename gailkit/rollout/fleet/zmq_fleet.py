@@ -3,7 +3,7 @@
 Each round has `actors` fragment slots of `envs_per_actor` envs x `n_steps` steps. The fleet
 hands slots to idle live actors (a WORK message carries the weights of version v), collects one
 fragment per slot, and returns them in slot order. An actor that dies mid-round (its process
-exits, or it misses heartbeats for `heartbeat_timeout` s) loses its slot to another actor and,
+exits, or it misses heartbeats for `heartbeat_timeout` s of listening) loses its slot to another actor and,
 if it was local, is replaced by a new process; its partial work is never seen. With no live actor
 for `no_actor_timeout` s, `collect` raises `FleetError`.
 
@@ -76,6 +76,7 @@ class ZmqFleet:
         self.address = ""
         self._next_id = 0
         self._unclaimed: set[int] = set()  # ids of local processes spawned but not yet said hello
+        self._left_at: float | None = None  # when the last round's collection returned (the learner went away)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -219,6 +220,10 @@ class ZmqFleet:
         rnd = Round(self.n_slots, spec, weights.version, self.cfg.max_policy_lag, busy)
         pending = rnd.pending
         last_live = time.monotonic()
+        if self._left_at is not None:  # time spent learning (or evaluating) is not silence: the peers' heartbeats
+            away = last_live - self._left_at  # are queued unread, so their clocks move on by that long
+            for p in self.peers.values():
+                p.last_seen, p.slot_at = p.last_seen + away, p.slot_at + away
         while not rnd.done:
             if self.interrupt is not None and self.interrupt.is_set():
                 raise Interrupted()
@@ -282,6 +287,7 @@ class ZmqFleet:
             "actors/cut_off": float(self.dropped["cut_off"]),
             **rnd.stats(),
         }
+        self._left_at = time.monotonic()
         return rnd.fragments()
 
     def _hand_out(self, pending: collections.deque, version: int, body: bytes) -> None:
