@@ -8,15 +8,19 @@ import json
 
 import numpy as np
 import pytest
-from gymnasium.wrappers import FrameStackObservation
-
-from gailkit.config import EnvConfig
-from gailkit.core.errors import DemoError
-from gailkit.data import demos, envs
-from tests.conftest import run_cli
-from tests.space_envs import ImageObs
 
 ale_py = pytest.importorskip("ale_py", reason="Atari tests need gailkit[atari]")
+gym_wrappers = pytest.importorskip("gymnasium.wrappers")
+if not hasattr(gym_wrappers, "FrameStackObservation"):  # gymnasium 0.29 (the imitation environment)
+    pytest.skip("frame stacks need gymnasium >= 1.0", allow_module_level=True)
+
+from gymnasium.wrappers import FrameStackObservation  # noqa: E402
+
+from gailkit.config import EnvConfig  # noqa: E402
+from gailkit.core.errors import DemoError  # noqa: E402
+from gailkit.data import demos, envs  # noqa: E402
+from tests.conftest import run_cli  # noqa: E402
+from tests.space_envs import ImageObs  # noqa: E402
 
 
 def _stacked_rollouts(k: int, episodes: int) -> tuple[np.ndarray, np.ndarray]:

@@ -115,8 +115,11 @@ def _wrapped(env: gym.Env, cfg: EnvConfig) -> gym.Env:
             env.close()
             raise EnvError(f"--env {cfg.id}: env.preprocess atari does not fit it ({str(e).splitlines()[0]})") from None
     if cfg.frame_stack > 1:
-        from gymnasium.wrappers import FrameStackObservation
-
+        try:
+            from gymnasium.wrappers import FrameStackObservation
+        except ImportError:  # gymnasium 0.29 (imitation's pin) names it FrameStack, with other padding
+            env.close()
+            raise EnvError(f"--env {cfg.id}: env.frame_stack needs gymnasium >= 1.0") from None
         env = FrameStackObservation(env, cfg.frame_stack)
     return env
 
