@@ -187,7 +187,7 @@ def _frame_spaces(env_id: str) -> tuple:
 
     cfg = experts.env_settings(env_id)
     obs, act = envs.spaces(cfg)
-    return (stacks.frame_space(obs) if cfg.frame_stack > 1 else obs), act
+    return stacks.stored_space(obs, cfg.frame_stack), act
 
 
 def inspect(args: argparse.Namespace) -> int:

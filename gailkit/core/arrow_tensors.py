@@ -5,6 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+FRAME_ROW_BYTES = 1024
+"""Rows of at least this many bytes are frames: compressed where Arrow is written (fragments on the wire,
+LZ4; demo files, zstd). Vector rows (float noise, which barely compresses) are written as they are."""
+
 
 def to_arrow(arr: np.ndarray) -> pa.Array:
     """(N,) -> a plain column; (N, *shape) -> a fixed-shape tensor column (empty arrays too)."""

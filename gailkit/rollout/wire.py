@@ -79,11 +79,6 @@ def parse_header(data: bytes, run_id: bytes | None) -> Header:
     return Header(kind, rid, actor_id, version, protocol)
 
 
-COMPRESS_ROW_BYTES = 1024
-"""Fragments whose rows hold at least this many bytes (frames) travel LZ4-compressed; vector rows
-(float noise, which barely compresses) travel as they are."""
-
-
 def _ipc(batch: pa.RecordBatch, compress: bool = False) -> bytes:
     sink = pa.BufferOutputStream()
     options = pa.ipc.IpcWriteOptions(compression="lz4") if compress else None
@@ -126,7 +121,7 @@ def encode_fragment(f: Fragment) -> bytes:
         "sample_seconds": f.sample_seconds,
     }
     batch = pa.record_batch(list(cols.values()), names=list(cols))
-    big = batch.nbytes >= COMPRESS_ROW_BYTES * max(1, batch.num_rows)
+    big = batch.nbytes >= arrow_tensors.FRAME_ROW_BYTES * max(1, batch.num_rows)  # frames travel LZ4-compressed
     return _ipc(batch.replace_schema_metadata({b"gailkit": json.dumps(meta).encode()}), compress=big)
 
 

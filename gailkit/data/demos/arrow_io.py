@@ -247,9 +247,6 @@ def to_table(demos: Demos) -> pa.Table:
     return pa.table(arrays).replace_schema_metadata(meta)
 
 
-FRAME_BYTES = 1024
-
-
 def write(demos: Demos, path: Path, fmt: str) -> None:
     table = to_table(demos)
     with fsutil.atomic_path(path) as tmp:
@@ -260,7 +257,7 @@ def write(demos: Demos, path: Path, fmt: str) -> None:
         else:
             # frames (rows of 1 KiB and more) are written zstd-compressed in batches of 1,024 rows (a Pong file:
             # 210:1); vectors uncompressed, so they are memory-mapped when read
-            frames = demos.obs[0].nbytes >= FRAME_BYTES if len(demos) else False
+            frames = demos.obs[0].nbytes >= arrow_tensors.FRAME_ROW_BYTES if len(demos) else False
             options = pa.ipc.IpcWriteOptions(compression="zstd" if frames else None)
             with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema, options=options) as writer:
                 writer.write_table(table, max_chunksize=1024 if frames else None)

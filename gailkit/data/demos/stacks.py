@@ -24,6 +24,12 @@ def frame_space(space: gym.Space) -> gym.spaces.Box:
     return gym.spaces.Box(space.low[0], space.high[0], dtype=space.dtype)  # type: ignore[arg-type]
 
 
+def stored_space(space: gym.Space, k: int) -> gym.Space:
+    """The observation space a demo file holds for an env observing `space` with a K-frame stack: one
+    frame when K > 1, else `space` itself."""
+    return frame_space(space) if k > 1 else space
+
+
 def is_frames(d: Demos, stacked: gym.Space) -> bool:
     """Whether `d` holds single frames of the stacked space (rather than the stacks themselves)."""
     shape = tuple(stacked.shape or ())

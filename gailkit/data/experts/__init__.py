@@ -239,9 +239,7 @@ def record(
                 obs, t, done = next_obs, t + 1, term or trunc
         meta = demos.DemoMeta(
             env_id=env_cfg.id,
-            observation_space=demos.space_to_json(
-                stacks.frame_space(env.observation_space) if env_cfg.frame_stack > 1 else env.observation_space
-            ),
+            observation_space=demos.space_to_json(stacks.stored_space(env.observation_space, env_cfg.frame_stack)),
             action_space=demos.space_to_json(env.action_space),
             source=source,
             gailkit_version=__version__,
