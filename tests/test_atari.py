@@ -17,7 +17,7 @@ if not hasattr(gym_wrappers, "FrameStackObservation"):  # gymnasium 0.29 (the im
 from gymnasium.wrappers import FrameStackObservation  # noqa: E402
 
 from gailkit.config import EnvConfig  # noqa: E402
-from gailkit.core.errors import DemoError  # noqa: E402
+from gailkit.core.errors import DemoError, InputError  # noqa: E402
 from gailkit.data import demos, envs  # noqa: E402
 from tests.conftest import run_cli  # noqa: E402
 from tests.space_envs import ImageObs  # noqa: E402
@@ -56,6 +56,25 @@ def test_stacks_rebuilt_from_one_frame_a_step_are_gymnasiums_own(tmp_path):
     assert run_cli("demos", "subsample", str(out), str(sub), "--episodes", "2", "--every", "4").returncode == 0
     with pytest.raises(DemoError, match="not whole"):
         demos.load(sub, "tests/space_envs.py:ImageObs", (stacked_space, ImageObs.action_space), frame_stack=3)
+
+
+def test_rebuilt_stacks_over_the_memory_budget_are_refused_before_they_are_built(tmp_path, monkeypatch):
+    out = tmp_path / "frames.arrow"
+    r = run_cli("demos", "record", "--env", "tests/space_envs.py:ImageObs", "--expert",
+                "tests/space_envs.py:image_expert", "--episodes", "30", "--out", str(out))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    n = len(demos.load_file(out))
+    frame = 12 * 12 * 3
+    assert 2 * n * 16 * frame > 1 << 20 > out.stat().st_size  # the file fits the budget, its 16-frame stacks do not
+    monkeypatch.setenv("GAILKIT_MEMORY_BUDGET", "1M")
+    stacked_space = FrameStackObservation(ImageObs(), 16).observation_space
+    with pytest.raises(
+        InputError, match=r"frames.arrow: env.frame_stack 16 rebuilds: declares .*GAILKIT_MEMORY_BUDGET"
+    ):
+        demos.load(out, "tests/space_envs.py:ImageObs", (stacked_space, ImageObs.action_space), frame_stack=16)
+    stacked_space = FrameStackObservation(ImageObs(), 2).observation_space
+    d = demos.load(out, "tests/space_envs.py:ImageObs", (stacked_space, ImageObs.action_space), frame_stack=2)
+    assert d.obs.shape == (n, 2, 12, 12, 3)
 
 
 def test_frames_are_written_compressed_and_vectors_are_not(tmp_path):

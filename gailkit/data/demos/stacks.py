@@ -13,6 +13,7 @@ import dataclasses
 import gymnasium as gym
 import numpy as np
 
+from gailkit.core import limits
 from gailkit.core.errors import DemoError
 from gailkit.data.demos.core import Demos, space_to_json
 
@@ -47,6 +48,8 @@ def rebuild(d: Demos, k: int, stacked: gym.Space) -> Demos:
         )
     bounds = d.episode_bounds()
     n = len(d)
+    # the stacks hold each frame k times in obs and k more in next_obs: bounded before they are built
+    limits.check_size(2 * n * k * int(d.obs[:1].nbytes), None, f"{where}: env.frame_stack {k} rebuilds")
     # row index of the frame at stack slot j of row i: the episode's row (step - (k-1-j)), clipped to its start
     starts = np.repeat(bounds[:-1], np.diff(bounds))
     rows = np.arange(n)[:, None] - (k - 1 - np.arange(k))[None, :]
