@@ -68,13 +68,19 @@ class OnnxPolicy:
         except (KeyError, ValueError, TypeError) as e:
             raise InferenceError(f"{path}: its gailkit metadata is malformed ({type(e).__name__}: {e})") from None
         obs = self.observation_space
-        self.obs_shape: tuple[int, ...] = tuple(obs["shape"])
-        self.obs_dtype = np.dtype(obs["dtype"])
+        # input name -> (shape, dtype): `obs`, or `obs/<key>` per entry of a Dict observation
+        entries = obs["spaces"] if obs["type"] == "Dict" else {"": obs}
+        self.inputs: dict[str, tuple[tuple[int, ...], np.dtype]] = {
+            f"obs/{k}" if k else "obs": (tuple(sub["shape"]), np.dtype(sub["dtype"])) for k, sub in entries.items()
+        }
+        self.keys: list[str] | None = list(entries) if obs["type"] == "Dict" else None
+        self.obs_shape, self.obs_dtype = self.inputs.get("obs", ((), np.dtype("float32")))
         inputs = [i.name for i in self.session.get_inputs()]
         self.outputs = [o.name for o in self.session.get_outputs()]
-        if inputs != ["obs"] or "action" not in self.outputs:
+        if inputs != list(self.inputs) or "action" not in self.outputs:
             raise InferenceError(
-                f"{path}: takes {inputs} and gives {self.outputs}; a gailkit policy takes ['obs'] and gives 'action'"
+                f"{path}: takes {inputs} and gives {self.outputs}; a gailkit policy of its observation space takes "
+                f"{list(self.inputs)} and gives 'action'"
             )
 
     def env_config(self, env_id: str | None = None) -> Any:
@@ -83,32 +89,37 @@ class OnnxPolicy:
 
         return from_dict(EnvConfig, {**self.env_settings, "id": env_id or self.env_id}, f"{self.path}: metadata env")
 
-    def _batch(self, obs: Any) -> tuple[np.ndarray, bool]:
-        arr = np.asarray(obs)
-        if arr.dtype.kind not in "fiu":
-            raise InferenceError(
-                f"observation dtype {arr.dtype} is not numeric; expected {self.obs_dtype} "
-                f"of shape {self.obs_shape} or (N, {', '.join(map(str, self.obs_shape))})"
-            )
-        if arr.shape == self.obs_shape:
-            return arr.astype(self.obs_dtype, copy=False)[None], True
-        if arr.shape[1:] == self.obs_shape and arr.ndim == len(self.obs_shape) + 1:
-            return arr.astype(self.obs_dtype, copy=False), False
-        raise InferenceError(
-            f"observation of shape {arr.shape}; expected {self.obs_shape} or (N, "
-            f"{', '.join(map(str, self.obs_shape))}) ({self.obs_dtype}) for {self.env_id}"
-        )
+    def _feed(self, obs: Any) -> tuple[dict[str, np.ndarray], int, bool]:
+        """The graph's inputs for one observation or a batch (a mapping of entries for a Dict space), its
+        batch size, and whether it was one observation."""
+        if self.keys is None:
+            parts = {"obs": obs}
+        elif isinstance(obs, dict) and set(obs) == set(self.keys):
+            parts = {f"obs/{k}": obs[k] for k in self.keys}
+        else:
+            has = sorted(obs) if isinstance(obs, dict) else type(obs).__name__
+            raise InferenceError(f"observation {has}; expected a mapping of {self.keys} for {self.env_id}")
+        feed, sizes = {}, set()
+        for name, value in parts.items():
+            shape, dtype = self.inputs[name]
+            arr, n = _entry(value, shape, dtype, name, self.env_id)
+            feed[name] = np.ascontiguousarray(arr)
+            sizes.add(n)
+        if len(sizes) != 1:
+            raise InferenceError(f"observation entries of different batch sizes {sorted(map(str, sizes))}")
+        n = sizes.pop()
+        return feed, n or 1, n is None
 
     def run(self, obs: Any) -> dict[str, np.ndarray]:
         """Every output of the graph (`action`, and `value`/`log_prob` when exported) for `obs`."""
-        batch, single = self._batch(obs)
+        feed, n, single = self._feed(obs)
         try:
-            out = dict(zip(self.outputs, self.session.run(None, {"obs": np.ascontiguousarray(batch)})))
+            out = dict(zip(self.outputs, self.session.run(None, feed)))
         except Exception as e:  # noqa: BLE001 - onnxruntime raises its own types for graphs that do not run
             raise InferenceError(
                 f"{self.path}: the graph failed on an observation ({str(e).splitlines()[0][:200]})"
             ) from None
-        _check_actions(out["action"], len(batch), self.action_space, self.path)
+        _check_actions(out["action"], n, self.action_space, self.path)
         return {k: v[0] for k, v in out.items()} if single else out
 
     def predict(self, obs: Any) -> np.ndarray:
@@ -118,12 +129,33 @@ class OnnxPolicy:
     __call__ = predict
 
 
+def _entry(value: Any, shape: tuple[int, ...], dtype: np.dtype, name: str, env_id: str) -> tuple[np.ndarray, Any]:
+    """One input as the graph takes it (a batch), and its batch size (None: it was one observation)."""
+    arr = np.asarray(value)
+    want = f"{dtype} of shape {shape} or (N, {', '.join(map(str, shape))})"
+    if arr.dtype.kind not in "fiub":
+        raise InferenceError(f"observation '{name}' of dtype {arr.dtype} is not numeric; expected {want}")
+    if arr.shape == shape:
+        return arr.astype(dtype, copy=False)[None], None
+    if arr.shape[1:] == shape and arr.ndim == len(shape) + 1:
+        return arr.astype(dtype, copy=False), len(arr)
+    raise InferenceError(f"observation '{name}' of shape {arr.shape}; expected {want} for {env_id}")
+
+
 _KINDS = {"Box", "Discrete", "MultiDiscrete", "MultiBinary"}
+MAX_ENTRIES = 64
 
 
-def _space(d: Any) -> dict[str, Any]:
+def _space(d: Any, nested: bool = False) -> dict[str, Any]:
     """A space's JSON checked enough to size arrays by: a known type, a shape of small non-negative ints, a
-    numeric dtype; `shape` and `dtype` filled in for the discrete kinds."""
+    numeric dtype; `shape` and `dtype` filled in for the discrete kinds; a Dict of those, one level."""
+    if isinstance(d, dict) and d.get("type") == "Dict" and not nested:
+        entries = d.get("spaces")
+        if not isinstance(entries, dict) or not 1 <= len(entries) <= MAX_ENTRIES:
+            raise ValueError(f"a Dict space needs 1 to {MAX_ENTRIES} entries")
+        if not all(isinstance(k, str) and k and "/" not in k for k in entries):
+            raise ValueError("a Dict space's entry names must be non-empty strings without '/'")
+        return {"type": "Dict", "spaces": {k: _space(v, nested=True) for k, v in entries.items()}}
     if not isinstance(d, dict) or d.get("type") not in _KINDS:
         raise ValueError(f"a space of type {d.get('type') if isinstance(d, dict) else d!r}")
     out = dict(d)

@@ -122,6 +122,104 @@ class DictObs(_Base):
         return int((obs["pos"][0] > 0) != bool(obs["mode"]))
 
 
+class DictMixedObs(_Base):
+    """Dict observations of every kind of entry (a uint8 frame, a vector, a Discrete), Box(1) actions:
+    the expert steers toward the frame's bright column, flipped by the mode."""
+
+    observation_space = gym.spaces.Dict(
+        {
+            "frame": gym.spaces.Box(0, 255, (8, 8, 1), np.uint8),
+            "vec": gym.spaces.Box(-1, 1, (2,), np.float32),
+            "mode": gym.spaces.Discrete(2),
+        }
+    )
+    action_space = gym.spaces.Box(-1, 1, (1,), np.float32)
+
+    def _obs(self) -> Any:
+        frame = np.zeros((8, 8, 1), np.uint8)
+        frame[:, int((self._state[0] + 1) * 3.99)] = 255
+        return {"vec": self._state[1:].copy(), "mode": int(self._state[2] > 0), "frame": frame}
+
+    def step(self, action):
+        want = type(self).expert(self._obs())
+        reward = float(1.0 - abs(float(np.asarray(action).reshape(-1)[0]) - float(want[0])))
+        self._t += 1
+        self._state = self.np_random.uniform(-1, 1, 3).astype(np.float32)
+        return self._obs(), reward, False, self._t >= LENGTH, {}
+
+    @staticmethod
+    def expert(obs: Any) -> Any:
+        column = int(np.argmax(np.asarray(obs["frame"])[0, :, 0]))
+        sign = 1.0 if int(obs["mode"]) else -1.0
+        return np.array([sign * (column - 3.5) / 3.5], np.float32)
+
+
+class TupleObs(_Base):
+    """Tuple observations (a Box and a Discrete), Discrete(2) actions; gailkit sees them as a Dict keyed
+    "0", "1" (its scripted expert too)."""
+
+    observation_space = gym.spaces.Tuple((gym.spaces.Box(-1, 1, (2,), np.float32), gym.spaces.Discrete(2)))
+    action_space = gym.spaces.Discrete(2)
+
+    def _obs(self) -> Any:
+        return (self._state[:2].copy(), int(self._state[2] > 0))
+
+    def step(self, action):
+        obs = self._obs()
+        reward = float(int(action) == type(self).expert({"0": obs[0], "1": obs[1]}))
+        self._t += 1
+        self._state = self.np_random.uniform(-1, 1, 3).astype(np.float32)
+        return self._obs(), reward, False, self._t >= LENGTH, {}
+
+    @staticmethod
+    def expert(obs: Any) -> Any:
+        return int((obs["0"][0] > 0) != bool(obs["1"]))
+
+
+class NestedObs(_Base):
+    """A Dict holding a Tuple: no encoder fits it (refused in one line)."""
+
+    observation_space = gym.spaces.Dict({"inner": gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Discrete(3)))})
+    action_space = gym.spaces.Discrete(2)
+
+    def _obs(self) -> Any:
+        return {"inner": (0, 1)}
+
+    @staticmethod
+    def expert(obs: Any) -> Any:
+        return 0
+
+
+class BigDictObs(_Base):
+    """A Dict of a 40 x 40 frame and a Discrete (SB3's MultiInputPolicy puts a NatureCNN on the frame)."""
+
+    observation_space = gym.spaces.Dict(
+        {"frame": gym.spaces.Box(0, 255, (40, 40, 3), np.uint8), "mode": gym.spaces.Discrete(2)}
+    )
+    action_space = gym.spaces.Discrete(2)
+
+    def _obs(self) -> Any:
+        frame = np.zeros((40, 40, 3), np.uint8)
+        frame[:, int((self._state[0] + 1) * 19.99)] = 255
+        return {"frame": frame, "mode": int(self._state[2] > 0)}
+
+    @staticmethod
+    def expert(obs: Any) -> Any:
+        return int((np.argmax(np.asarray(obs["frame"])[0, :, 0]) < 20) != bool(obs["mode"]))
+
+
+def tuple_expert(obs: Any) -> Any:
+    return TupleObs.expert(obs)
+
+
+def nested_expert(obs: Any) -> Any:
+    return 0
+
+
+def dict_mixed_expert(obs: Any) -> Any:
+    return DictMixedObs.expert(obs)
+
+
 def discrete_obs_expert(obs: Any) -> Any:
     return DiscreteObs.expert(obs)
 

@@ -493,3 +493,55 @@ def test_a_table_with_its_own_column_names_is_read_through_a_mapping(tmp_path, c
                       ("obs", "expected NAME=COLUMN")]:  # fmt: skip
         r = run_cli("demos", "inspect", str(path), "--env", "CustomEnv", "--columns", bad)
         assert r.returncode == 2 and says in r.stderr and r.stderr.count("\n") == 1, (bad, r.stderr)
+
+
+def test_dict_observations_round_trip_through_every_writer_and_imitations_dict_obs_pickles(tmp_path, monkeypatch):
+    """Arrow, Parquet and gailkit's dict pickle keep a Dict observation entry by entry; a pickle of imitation's
+    trajectories whose obs are its `DictObs` is read through the restricted unpickler (no imitation needed)."""
+    import pickle
+    import sys
+    import types
+
+    from gailkit.data import experts
+    from tests.space_envs import DictMixedObs
+
+    env = "tests/space_envs.py:DictMixedObs"
+    d = experts.record(experts.Scripted(lambda e: DictMixedObs.expert), env, 2, 0, "test")
+    for name in ("d.arrow", "d.parquet", "d.pkl"):
+        back = demos.load(demos.save(d, tmp_path / name), env, envs.spaces(env))
+        for k in d.obs:
+            assert np.array_equal(back.obs[k], d.obs[k]) and back.obs[k].dtype == d.obs[k].dtype, (name, k)
+            assert np.array_equal(back.next_obs[k], d.next_obs[k]), (name, k)
+    module = types.ModuleType("imitation.data.types")  # stand-ins pickled under imitation's own names
+
+    class DictObs:
+        def __init__(self, d):
+            self._d = d
+
+    class TrajectoryWithRew:
+        def __init__(self, **kw):
+            self.__dict__.update(kw)
+
+    for cls in (DictObs, TrajectoryWithRew):
+        cls.__module__, cls.__qualname__ = "imitation.data.types", cls.__name__
+        setattr(module, cls.__name__, cls)
+    for name in ("imitation", "imitation.data"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "imitation.data.types", module)
+    bounds = d.episode_bounds()
+    trajs = [
+        TrajectoryWithRew(
+            obs=DictObs({k: np.concatenate([v[a:b], d.next_obs[k][b - 1 : b]]) for k, v in d.obs.items()}),
+            acts=d.acts[a:b],
+            infos=None,
+            terminal=False,
+            rews=d.rews[a:b],
+        )  # fmt: skip
+        for a, b in zip(bounds[:-1], bounds[1:])
+    ]
+    (tmp_path / "imitation.pkl").write_bytes(pickle.dumps(trajs))
+    for name in ("imitation", "imitation.data", "imitation.data.types"):
+        monkeypatch.delitem(sys.modules, name)
+    back = demos.load(tmp_path / "imitation.pkl", env, envs.spaces(env))
+    assert back.meta.format == "pickle/trajectories" and np.array_equal(back.obs["frame"], d.obs["frame"])
+    assert np.array_equal(back.next_obs["vec"], d.next_obs["vec"]) and len(back) == len(d)

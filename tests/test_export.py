@@ -59,7 +59,9 @@ def test_onnx_matches_torch_policy_on_batches(run, exported):
 
 def test_bad_observations_are_rejected(exported):
     pi = OnnxPolicy(exported[0])
-    with pytest.raises(InferenceError, match=r"observation of shape \(7,\); expected \(\d,\) or \(N, \d\) \(float32\)"):
+    with pytest.raises(
+        InferenceError, match=r"observation 'obs' of shape \(7,\); expected float32 of shape \(\d,\) or \(N, \d\)"
+    ):
         pi.predict(np.zeros(7))
     with pytest.raises(InferenceError, match="dtype <U1 is not numeric; expected float32"):
         pi.predict(np.array(["a"] * pi.obs_shape[0]))

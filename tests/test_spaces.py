@@ -101,6 +101,8 @@ ENVS = {
     "MultiDiscreteAct": "multi_discrete_expert",
     "MultiBinaryAct": "multi_binary_expert",
     "ImageObs": "image_expert",
+    "DictObs": "dict_expert",
+    "TupleObs": "tuple_expert",
 }
 
 
@@ -131,9 +133,9 @@ def test_every_space_end_to_end(tmp_path, name):
 
 def test_what_the_data_path_cannot_carry_is_refused_before_anything_is_recorded(tmp_path):
     out = tmp_path / "d.arrow"
-    r = run_cli("demos", "record", "--env", "tests/space_envs.py:DictObs", "--expert",
-                "tests/space_envs.py:dict_expert", "--episodes", "2", "--out", str(out))  # fmt: skip
-    assert r.returncode == 2 and "Dict observations" in r.stderr and "FlattenObservation" in r.stderr
+    r = run_cli("demos", "record", "--env", "tests/space_envs.py:NestedObs", "--expert",
+                "tests/space_envs.py:nested_expert", "--episodes", "2", "--out", str(out))  # fmt: skip
+    assert r.returncode == 2 and "entry 'inner'" in r.stderr and "Tuple" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and not out.exists()
 
 
@@ -158,3 +160,67 @@ def test_a_gymnasium_env_that_indexes_tables_with_its_action_records_and_trains(
     r = run_cli("train", "--env", "FrozenLake-v1", "--demos", str(tmp_path / "fl.arrow"), "--preset", "tiny",
                 "--total-steps", "256", "--quiet", "--run-dir", str(tmp_path / "run"))  # fmt: skip
     assert r.returncode == 0, r.stderr
+
+
+MIXED = "tests/space_envs.py:DictMixedObs"
+SAC_TINY = ["generator=sac", "n_envs=1", "sac.learning_starts=32", "sac.batch_size=32", "sac.n_steps=16"]
+
+
+@pytest.mark.slow
+def test_dict_observations_of_every_entry_kind_through_actor_processes_sac_resume_and_onnx(tmp_path):
+    """A Dict of a uint8 frame, a vector and a Discrete: demo files hold one column per entry; actor
+    processes send them over the wire; SAC's replay keeps them (and its checkpoint resumes exactly);
+    ONNX takes one input per entry and plays as the torch policy does."""
+    import shutil
+
+    from gailkit.data import demos as demos_mod
+    from gailkit.run import checkpoint, metrics, train
+
+    out = tmp_path / "mixed.arrow"
+    r = run_cli("demos", "record", "--env", MIXED, "--expert", "tests/space_envs.py:dict_mixed_expert",
+                "--episodes", "6", "--out", str(out))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    import pyarrow as pa
+
+    names = pa.ipc.open_file(pa.memory_map(str(out))).schema.names
+    assert {"obs/frame", "obs/vec", "obs/mode", "next_obs/frame"} <= set(names) and "obs" not in names
+    d = demos_mod.load_file(out)
+    assert d.obs["frame"].shape == (96, 8, 8, 1) and d.obs["frame"].dtype == np.uint8 and d.whole_episodes()
+    sets = [*SAC_TINY, "total_steps=128", "checkpoint_every=4", "eval_every=4", "eval_episodes=2"]
+    by_wire = ["total_steps=64", "eval_every=0", "fleet.actors=1", "fleet.envs_per_actor=1"]
+    wire = train.train_config(MIXED, str(out), None, [*SAC_TINY, *by_wire], preset="tiny")
+    s = train.train(wire, tmp_path / "wire", quiet=True, log=lambda m: None, allow_code=True)
+    assert s["env_steps"] == 64  # every fragment came from the actor process, over the wire
+    rows = metrics.read_rows(tmp_path / "wire" / "metrics.csv")
+    assert float(rows[-1]["replay/size"]) == 64 and float(rows[-1]["actors/dropped"] or 0) == 0
+    cfg = train.train_config(MIXED, str(out), None, sets, preset="tiny")
+    full = tmp_path / "full"
+    train.train(cfg, full, quiet=True, log=lambda m: None, allow_code=True)
+    resumed = tmp_path / "resumed"
+    shutil.copytree(full, resumed)
+    (resumed / "checkpoints" / "round_000008.pt").unlink()
+    shutil.rmtree(resumed / "final")
+    assert train.train(cfg, resumed, resume=True, quiet=True, log=lambda m: None, allow_code=True)["rounds"] == 8
+    a = checkpoint.load(full / "final" / "checkpoint.pt").learner
+    b = checkpoint.load(resumed / "final" / "checkpoint.pt").learner
+    assert th.equal(a["generator"]["replay"], b["generator"]["replay"])
+    for name, tensor in a["generator"]["policy"].items():
+        assert th.equal(tensor, b["generator"]["policy"][name]), name
+    onnx = tmp_path / "mixed.onnx"
+    r = run_cli("export", str(full), "--out", str(onnx))
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr
+    r = run_cli("evaluate", str(full), "--env", MIXED, "--episodes", "2", "--onnx", str(onnx), "--json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["onnx"]["returns"] == pytest.approx(report["policy"]["returns"], rel=1e-5)  # float actions
+    from gailkit.inference import InferenceError, OnnxPolicy
+
+    pi = OnnxPolicy(onnx)
+    assert [i.name for i in pi.session.get_inputs()] == ["obs/frame", "obs/mode", "obs/vec"]
+    one = {"frame": d.obs["frame"][0], "vec": d.obs["vec"][0], "mode": d.obs["mode"][0]}
+    assert pi.predict(one).shape == (1,)
+    assert pi.predict({k: d.obs[k][:5] for k in one}).shape == (5, 1)
+    with pytest.raises(InferenceError, match=r"expected a mapping of \['frame', 'mode', 'vec'\]"):
+        pi.predict(d.obs["vec"][0])
+    with pytest.raises(InferenceError, match="'obs/frame' of shape"):
+        pi.predict({**one, "frame": np.zeros((4, 4), np.uint8)})

@@ -28,6 +28,7 @@ from gailkit.algo.discriminator import Batch, Discriminator
 from gailkit.algo.generator import Generator
 from gailkit.config import TrainConfig
 from gailkit.core import fragments as fragments_mod
+from gailkit.core import obs as obs_tree
 from gailkit.core.errors import GailkitError
 from gailkit.core.fragments import Fragment, Weights
 from gailkit.model import policy
@@ -47,19 +48,19 @@ class ExpertData:
     """
 
     batch: Batch
-    obs: np.ndarray
+    obs: obs_tree.Obs
     acts: np.ndarray | None
 
 
 def expert_data(
-    disc: Discriminator, obs: np.ndarray, acts: np.ndarray | None, next_obs: np.ndarray, terminated: np.ndarray
+    disc: Discriminator, obs: Any, acts: np.ndarray | None, next_obs: Any, terminated: np.ndarray
 ) -> ExpertData:
     env_acts = None if acts is None else policy.env_action(disc.action_space, acts)
     terminated = np.asarray(terminated, bool)
     if env_acts is None and disc.cfg.use_action:
         raise ValueError("a discriminator on actions needs demos with actions")
     b = with_absorbing_rows(disc, transitions(disc, obs, env_acts, next_obs, terminated), terminated)
-    return ExpertData(b, np.asarray(obs), None if acts is None else np.asarray(acts))
+    return ExpertData(b, obs_tree.asarray(obs), None if acts is None else np.asarray(acts))
 
 
 def transitions(disc: Discriminator, obs: Any, acts: Any, next_obs: Any, terminated: np.ndarray) -> Batch:
@@ -112,7 +113,7 @@ class Learner:
         """Train on fragments collected with the current version; returns `section/key` stats."""
         frag = self._stack(frags)
         stats = {"actors/policy_lag": float(self.version - min(f.policy_version for f in frags))}
-        stats["data/round_bytes"] = float(frag.obs.nbytes + frag.next_obs.nbytes + frag.acts.nbytes)
+        stats["data/round_bytes"] = float(obs_tree.nbytes(frag.obs) + obs_tree.nbytes(frag.next_obs) + frag.acts.nbytes)
         with _timed(stats, "time/reward_s"):
             gen, rewards, terminal_value = self._judge(frag, stats)
         with _timed(stats, "time/ppo_s"):
@@ -157,7 +158,7 @@ class Learner:
         relabel = self._relabel if self.generator.off_policy else None
         return self.generator.update(frag, rewards, progress, terminal_value, self._train_policy, relabel)
 
-    def _relabel(self, obs: np.ndarray, acts: np.ndarray, next_obs: np.ndarray, terminated: np.ndarray) -> th.Tensor:
+    def _relabel(self, obs: Any, acts: np.ndarray, next_obs: Any, terminated: np.ndarray) -> th.Tensor:
         """(N,) the current discriminator's rewards of replayed transitions; a terminated one also earns
         the absorbing state's discounted value, gamma * r_a / (1 - gamma) (its target then stops there)."""
         rewards = self.disc.reward(transitions(self.disc, obs, acts, next_obs, terminated))
@@ -258,6 +259,7 @@ class Learner:
             self.replay = []
 
 
-def _flat(a: np.ndarray) -> np.ndarray:
-    """(T, E, ...) -> (T * E, ...)."""
-    return a.reshape(a.shape[0] * a.shape[1], *a.shape[2:])
+def _flat(a: Any) -> Any:
+    """(T, E, ...) -> (T * E, ...) (every entry of a Dict observation)."""
+    t, e = obs_tree.first(a).shape[:2]
+    return obs_tree.reshape_lead(a, (t * e,), 2)

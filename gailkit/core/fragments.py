@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
+
+from gailkit.core import obs as obs_tree
 
 
 @dataclasses.dataclass(frozen=True)
@@ -12,7 +15,7 @@ class Fragment:
     """`n_steps` steps of `n_envs` envs, collected with policy `policy_version`.
 
     Arrays (T = n_steps, E = n_envs):
-      obs, next_obs: (T, E, *obs_shape); next_obs is the observation after the step, the final
+      obs, next_obs: (T, E, *obs_shape), or a dict of those for a Dict space; next_obs is the observation after the step, the final
         one (before auto-reset) where the episode ended.
       acts: (T, E, *act_shape), as sampled (continuous actions unclipped; the env got them clipped).
       terminated, truncated: (T, E) bool.
@@ -22,9 +25,9 @@ class Fragment:
       episode_returns, episode_lengths: (K,) stats of the K episodes that finished in this fragment.
     """
 
-    obs: np.ndarray
+    obs: obs_tree.Obs
     acts: np.ndarray
-    next_obs: np.ndarray
+    next_obs: obs_tree.Obs
     terminated: np.ndarray
     truncated: np.ndarray
     log_probs: np.ndarray
@@ -39,14 +42,16 @@ class Fragment:
 
     def __post_init__(self):
         t, e = self.terminated.shape
-        for name in ("obs", "acts", "next_obs", "truncated", "log_probs", "rews"):
-            arr = getattr(self, name)
-            if arr.shape[:2] != (t, e):
-                raise ValueError(
-                    f"fragment field '{name}' has leading shape {arr.shape[:2]}, 'terminated' has {(t, e)}"
-                )
-        if self.obs.shape != self.next_obs.shape:
-            raise ValueError(f"fragment 'next_obs' shape {self.next_obs.shape} != 'obs' shape {self.obs.shape}")
+        for field in ("obs", "acts", "next_obs", "truncated", "log_probs", "rews"):
+            for name, arr in obs_tree.items(getattr(self, field), field):
+                if arr.shape[:2] != (t, e):
+                    raise ValueError(
+                        f"fragment field '{name}' has leading shape {arr.shape[:2]}, 'terminated' has {(t, e)}"
+                    )
+        if obs_tree.shapes(self.obs) != obs_tree.shapes(self.next_obs):
+            raise ValueError(
+                f"fragment 'next_obs' shape {obs_tree.shapes(self.next_obs)} != 'obs' shape {obs_tree.shapes(self.obs)}"
+            )
         if self.first_starts.shape != (e,):
             raise ValueError(f"fragment 'first_starts' shape {self.first_starts.shape} != ({e},)")
         if self.episode_returns.shape != self.episode_lengths.shape:
@@ -78,7 +83,7 @@ def stack(fragments: list[Fragment]) -> Fragment:
     lengths = {f.n_steps for f in fragments}
     if len(lengths) != 1:
         raise ValueError(f"fragments of different lengths {sorted(lengths)} cannot be stacked")
-    cat = lambda name, axis=1: np.concatenate([getattr(f, name) for f in fragments], axis=axis)  # noqa: E731
+    cat = lambda name, axis=1: obs_tree.concat([getattr(f, name) for f in fragments], axis=axis)  # noqa: E731
     return Fragment(
         obs=cat("obs"),
         acts=cat("acts"),
@@ -122,7 +127,8 @@ class FragmentSpec:
 
     n_steps: int
     n_envs: int
-    obs_shape: tuple[int, ...]
+    obs_shape: Any
+    """The observation's shape, or a dict of them (one per entry of a Dict space)."""
     act_shape: tuple[int, ...]
     act_n: int | None = None
     act_start: int = 0
@@ -133,10 +139,14 @@ class FragmentSpec:
         discrete = (
             n is not None and getattr(action_space, "nvec", None) is None and np.ndim(n) == 0 and not action_space.shape
         )
+        if isinstance(getattr(observation_space, "spaces", None), dict):
+            obs_shape: Any = {k: tuple(sub.shape or ()) for k, sub in observation_space.spaces.items()}
+        else:
+            obs_shape = tuple(observation_space.shape or ())
         return cls(
             n_steps,
             n_envs,
-            tuple(observation_space.shape or ()),
+            obs_shape,
             tuple(action_space.shape or ()),
             int(n) if discrete and n is not None else None,
             int(getattr(action_space, "start", 0)) if discrete else 0,
@@ -147,11 +157,18 @@ class FragmentSpec:
         t, e = self.n_steps, self.n_envs
         if (f.n_steps, f.n_envs) != (t, e):
             raise BadFragment("wrong_size", f"{f.n_steps} steps x {f.n_envs} envs, expected {t} x {e}")
-        for name in ("obs", "next_obs"):
-            arr = getattr(f, name)
-            if arr.shape != (t, e, *self.obs_shape):
-                raise BadFragment("wrong_shape", f"'{name}' is {arr.shape}, expected {(t, e, *self.obs_shape)}")
-            _finite_numbers(arr, name)
+        for field in ("obs", "next_obs"):
+            x = getattr(f, field)
+            if obs_tree.is_dict(x) != isinstance(self.obs_shape, dict) or (
+                isinstance(self.obs_shape, dict) and set(x) != set(self.obs_shape)
+            ):
+                want = list(self.obs_shape) if isinstance(self.obs_shape, dict) else "one array"
+                raise BadFragment("wrong_shape", f"'{field}' has entries {_entries(x)}, expected {want}")
+            for name, arr in obs_tree.items(x, field):
+                shape = self.obs_shape[name.split(obs_tree.SEP, 1)[1]] if obs_tree.is_dict(x) else self.obs_shape
+                if arr.shape != (t, e, *shape):
+                    raise BadFragment("wrong_shape", f"'{name}' is {arr.shape}, expected {(t, e, *shape)}")
+                _finite_numbers(arr, name)
         acts = f.acts
         if self.act_n is not None:
             if acts.shape != (t, e) or acts.dtype.kind not in "iu":
@@ -176,6 +193,10 @@ class FragmentSpec:
             raise BadFragment(
                 "bad_episode_stats", f"{len(f.episode_returns)} finished episodes for {int(f.dones.sum())} ends"
             )
+
+
+def _entries(x: Any) -> Any:
+    return list(x) if obs_tree.is_dict(x) else "one array"
 
 
 def _finite_numbers(arr: np.ndarray, name: str) -> None:

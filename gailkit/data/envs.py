@@ -23,6 +23,7 @@ import numpy as np
 
 from gailkit.config import EnvConfig
 from gailkit.core.errors import EnvError
+from gailkit.data.env_wrappers import wrapped as _wrapped
 
 PROJECT_ENVS = "gailkit_envs"  # the project's envs/ folder, as installed (never a top-level `envs`)
 
@@ -102,26 +103,6 @@ def _is_registered(name: str) -> bool:
                 if module == "ale_py":
                     raise EnvError(f"--env {name}: Atari envs need ale-py: pip install 'gailkit[atari]'") from None
     return name in gym.registry
-
-
-def _wrapped(env: gym.Env, cfg: EnvConfig) -> gym.Env:
-    """`env` with the preprocessing and frame stack `cfg` names (gymnasium's own wrappers)."""
-    if cfg.preprocess == "atari":
-        from gymnasium.wrappers import AtariPreprocessing
-
-        try:
-            env = AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True)
-        except (ValueError, AssertionError, AttributeError, gym.error.DependencyNotInstalled) as e:
-            env.close()
-            raise EnvError(f"--env {cfg.id}: env.preprocess atari does not fit it ({str(e).splitlines()[0]})") from None
-    if cfg.frame_stack > 1:
-        try:
-            from gymnasium.wrappers import FrameStackObservation
-        except ImportError:  # gymnasium 0.29 (imitation's pin) names it FrameStack, with other padding
-            env.close()
-            raise EnvError(f"--env {cfg.id}: env.frame_stack needs gymnasium >= 1.0") from None
-        env = FrameStackObservation(env, cfg.frame_stack)
-    return env
 
 
 def make_factory(cfg: EnvConfig | str, allow_code: bool = True, source: str = "") -> Callable[[], gym.Env]:
@@ -204,11 +185,6 @@ def check_spaces(env: gym.Env, name: str) -> gym.Env:
         problem = str(e)
     if not problem and isinstance(act, gym.spaces.Dict):
         problem = f"action space {act} is not supported (Box, Discrete, MultiDiscrete, MultiBinary are)"
-    if not problem and isinstance(obs, gym.spaces.Dict):
-        problem = (
-            f"observation space {obs}: Dict observations are not yet carried by demo files and fragments "
-            "(the networks take them); wrap the env in gymnasium.wrappers.FlattenObservation"
-        )
     if problem:
         env.close()
         raise EnvError(f"--env {name}: {problem}")

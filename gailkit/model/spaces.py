@@ -26,6 +26,8 @@ def check_space(space: gym.Space, what: str = "observation space") -> None:
     """Raise `UnsupportedSpace` (one line naming the space) unless some encoder fits `space`."""
     if isinstance(space, gym.spaces.Dict):
         for key, sub in space.spaces.items():
+            if not isinstance(key, str) or not key or "/" in key:
+                raise UnsupportedSpace(f"{what} {space}: entry {key!r} needs a name, a non-empty string without '/'")
             if isinstance(sub, gym.spaces.Dict):
                 raise UnsupportedSpace(
                     f"{what} {space}: entry {key!r} is itself a Dict (one level of Dict is supported)"

@@ -18,6 +18,7 @@ import torch as th
 
 from gailkit import config
 from gailkit.config import EnvConfig, PolicyConfig
+from gailkit.core import obs as obs_tree
 from gailkit.core.fragments import Fragment, Weights
 from gailkit.data import envs
 from gailkit.model import policy
@@ -151,7 +152,7 @@ class Actor:
         first_starts = np.array([s.starting for s in self._slots])
         ep_returns, ep_lengths = [], []
         for _ in range(n_steps):
-            obs = np.stack([s.obs for s in self._slots])
+            obs = obs_tree.stack([s.obs for s in self._slots])
             acts, log_probs = policy.act(self._policy, obs)
             env_acts = policy.env_action(self.action_space, acts)
             nxt, rews, terms, truncs = [], [], [], []
@@ -173,7 +174,7 @@ class Actor:
                     slot.obs = o2
             obs_b.append(obs)
             acts_b.append(acts)
-            next_b.append(np.stack(nxt))
+            next_b.append(obs_tree.stack(nxt))
             term_b.append(terms)
             trunc_b.append(truncs)
             logp_b.append(log_probs)
@@ -181,9 +182,9 @@ class Actor:
             if on_step is not None:
                 on_step()
         return Fragment(
-            obs=np.stack(obs_b),
+            obs=obs_tree.stack(obs_b),
             acts=np.stack(acts_b),
-            next_obs=np.stack(next_b),
+            next_obs=obs_tree.stack(next_b),
             terminated=np.array(term_b, bool),
             truncated=np.array(trunc_b, bool),
             log_probs=np.stack(logp_b).astype(np.float32),

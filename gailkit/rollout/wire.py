@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from gailkit.core import arrow_tensors, limits
+from gailkit.core import obs as obs_tree
 from gailkit.core.errors import InputError
 from gailkit.core.fragments import Fragment, Weights
 
@@ -108,9 +109,10 @@ _STEP_FIELDS = ("obs", "acts", "next_obs", "terminated", "truncated", "log_probs
 
 def encode_fragment(f: Fragment) -> bytes:
     t, e = f.n_steps, f.n_envs
-    cols = {
-        name: arrow_tensors.to_arrow(np.asarray(getattr(f, name)).reshape(t * e, *getattr(f, name).shape[2:]))
-        for name in _STEP_FIELDS
+    cols = {  # a Dict observation travels as one column per entry (`obs/key`)
+        name: arrow_tensors.to_arrow(np.asarray(arr).reshape(t * e, *arr.shape[2:]))
+        for field in _STEP_FIELDS
+        for name, arr in obs_tree.items(getattr(f, field), field)
     }
     meta = {
         "n_steps": t,
@@ -132,10 +134,15 @@ def decode_fragment(body: bytes, actor_id: int, policy_version: int) -> Fragment
     try:
         meta = json.loads((batch.schema.metadata or {})[b"gailkit"])
         t, e = int(meta["n_steps"]), int(meta["n_envs"])
-        arrays = {name: arrow_tensors.to_numpy(batch.column(name)) for name in _STEP_FIELDS}
         if batch.num_rows != t * e:
             raise ValueError(f"{batch.num_rows} rows for {t} x {e}")
-        arrays = {k: v.reshape(t, e, *v.shape[1:]) for k, v in arrays.items()}
+        cols = {c: batch.column(c) for c in batch.schema.names}
+        arrays = {}
+        for field in _STEP_FIELDS:
+            col = obs_tree.from_columns(field, cols)
+            if col is None:
+                raise ValueError(f"no column '{field}'")
+            arrays[field] = obs_tree.reshape_lead(obs_tree.tmap(arrow_tensors.to_numpy, col), (t, e))
         return Fragment(
             **arrays,
             first_starts=np.asarray(meta["first_starts"], bool),

@@ -38,34 +38,50 @@ class ExportError(GailkitError):
 
 
 class _Exported(th.nn.Module):
-    """The policy's deterministic head (`policy.deterministic_head`), with the chosen outputs."""
+    """The policy's deterministic head (`policy.deterministic_head`), with the chosen outputs. A Dict
+    observation comes in as one input per entry (`obs/<key>`, the space's key order)."""
 
-    def __init__(self, pol, with_value: bool, with_log_prob: bool):
+    def __init__(self, pol, with_value: bool, with_log_prob: bool, keys: list[str] | None = None):
         super().__init__()
         self.head, self.with_value, self.with_log_prob = policy.deterministic_head(pol), with_value, with_log_prob
         if with_value and not self.head.has_value:
             raise ExportError("--value: this policy (generator 'sac') has no state-value function to export")
         self.discrete = self.head.discrete
+        self.keys = keys
 
-    def forward(self, obs: th.Tensor):
+    def forward(self, *inputs: th.Tensor):
+        obs: Any = dict(zip(self.keys, inputs)) if self.keys is not None else inputs[0]
         action, value, log_prob = self.head(obs)
         return (action, *([value] if self.with_value else []), *([log_prob] if self.with_log_prob else []))
 
 
-def _sample_obs(space: gym.Space, n: int, rng: np.random.Generator) -> np.ndarray:
+def input_names(space: gym.Space) -> list[str]:
+    """`obs`, or `obs/<key>` per entry of a Dict space."""
+    return [f"obs/{k}" for k in space.spaces] if isinstance(space, gym.spaces.Dict) else ["obs"]
+
+
+def _sample_obs(space: gym.Space, n: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """`n` observations as the graph's inputs (one array, or one per Dict entry)."""
+    if isinstance(space, gym.spaces.Dict):
+        return [_sample_obs(sub, n, rng)[0] for sub in space.spaces.values()]
     if isinstance(space, gym.spaces.Box):
         low = np.where(np.isfinite(space.low), space.low, -10.0)
         high = np.where(np.isfinite(space.high), space.high, 10.0)
-        return rng.uniform(low, high, (n, *space.shape)).astype(space.dtype)
+        return [rng.uniform(low, high, (n, *space.shape)).astype(space.dtype)]
     if isinstance(space, gym.spaces.Discrete):
-        return rng.integers(space.start, space.start + space.n, n)
-    raise ExportError(f"observation space {space} is not supported for export (Box, Discrete are)")
+        return [rng.integers(space.start, space.start + space.n, n)]
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return [(rng.random((n, *space.shape)) * space.nvec).astype(space.dtype)]
+    if isinstance(space, gym.spaces.MultiBinary):
+        return [rng.integers(0, 2, (n, *space.shape)).astype(space.dtype)]
+    raise ExportError(f"observation space {space} is not supported for export")
 
 
 def parity(model_bytes: bytes, module: _Exported, obs_space: gym.Space, n: int = 1000, seed: int = 0) -> dict[str, Any]:
     """Max abs difference torch vs onnxruntime over `n` observations at batch 1 and batch 64."""
     sess = inference.session(model_bytes)
     obs = _sample_obs(obs_space, n, np.random.default_rng(seed))
+    names_in = input_names(obs_space)
     names = [o.name for o in sess.get_outputs()]
     report: dict[str, Any] = {
         "observations": n,
@@ -76,10 +92,10 @@ def parity(model_bytes: bytes, module: _Exported, obs_space: gym.Space, n: int =
     }
     for batch in (1, 64):
         for i in range(0, n, batch):
-            chunk = obs[i : i + batch]
+            chunk = [o[i : i + batch] for o in obs]
             with th.no_grad():
-                ref = [t.cpu().numpy() for t in module(th.as_tensor(chunk))]
-            got = sess.run(None, {"obs": chunk})
+                ref = [t.cpu().numpy() for t in module(*(th.as_tensor(c) for c in chunk))]
+            got = sess.run(None, dict(zip(names_in, chunk)))
             for name, r, g in zip(names, ref, got):
                 if name == "action" and module.discrete:
                     report["discrete_mismatches"] += int((r != g).sum())
@@ -102,24 +118,26 @@ def export(
     """Export the policy of a run (or checkpoint) to `out`; returns the parity report and metadata."""
     ckpt = rundir.resolve(source, which)
     pol, state = checkpoint.load_policy(ckpt, "cpu")
+    obs_space = state.observation_space
+    keys = list(obs_space.spaces) if isinstance(obs_space, gym.spaces.Dict) else None
     try:
-        module = _Exported(pol, with_value, with_log_prob).eval()
+        module = _Exported(pol, with_value, with_log_prob, keys).eval()
     except ValueError as e:
         raise ExportError(f"{ckpt}: {e}") from None
-    obs_space = state.observation_space
     outputs = ["action"] + (["value"] if with_value else []) + (["log_prob"] if with_log_prob else [])
-    dummy = th.as_tensor(_sample_obs(obs_space, 2, np.random.default_rng(0)))
+    names_in = input_names(obs_space)
+    dummy = tuple(th.as_tensor(o) for o in _sample_obs(obs_space, 2, np.random.default_rng(0)))
     buf = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         th.onnx.export(
             module,
-            (dummy,),
+            dummy,
             buf,  # type: ignore[arg-type]  # torch.onnx.export writes to a file object too
-            input_names=["obs"],
+            input_names=names_in,
             output_names=outputs,
             opset_version=OPSET,
-            dynamic_axes={name: {0: "batch"} for name in ["obs", *outputs]},
+            dynamic_axes={name: {0: "batch"} for name in [*names_in, *outputs]},
             dynamo=False,
         )
     model = onnx.load_from_string(buf.getvalue())

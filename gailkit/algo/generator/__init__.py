@@ -58,14 +58,14 @@ class Generator(Protocol):
         ...
 
     def bc_steps(
-        self, obs: np.ndarray, acts: np.ndarray, steps: int, batch_size: int, lr: float, rng: np.random.Generator
+        self, obs: Any, acts: np.ndarray, steps: int, batch_size: int, lr: float, rng: np.random.Generator
     ) -> list[float]:
         """`steps` behaviour-cloning steps on (obs, acts); their losses."""
         ...
 
     def behaviour_clone(
         self,
-        obs: np.ndarray,
+        obs: Any,
         acts: np.ndarray,
         epochs: int,
         batch_size: int,

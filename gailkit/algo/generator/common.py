@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from stable_baselines3.common.logger import Logger
@@ -26,7 +27,7 @@ class StatsLogger(Logger):
 
 def warm_start(
     bc_steps: Callable[..., list[float]],
-    obs: np.ndarray,
+    obs: Any,
     acts: np.ndarray,
     epochs: int,
     batch_size: int,
@@ -34,7 +35,7 @@ def warm_start(
     rng: np.random.Generator,
 ) -> dict[str, float]:
     """`epochs` passes' worth of a generator's `bc_steps` over (obs, acts); the first and last losses."""
-    losses = bc_steps(obs, acts, epochs * -(-len(obs) // batch_size), batch_size, lr, rng)
+    losses = bc_steps(obs, acts, epochs * -(-len(acts) // batch_size), batch_size, lr, rng)
     return {
         "bc/loss_first": float(losses[0]) if losses else 0.0,
         "bc/loss_last": float(np.mean(losses[-10:])) if losses else 0.0,

@@ -16,6 +16,7 @@ import torch as th
 
 from gailkit.algo.generator.common import StatsLogger, warm_start
 from gailkit.config import PolicyConfig, PPOConfig, TrainConfig
+from gailkit.core import obs as obs_tree
 from gailkit.core.fragments import Fragment
 from gailkit.model import policy
 
@@ -68,7 +69,7 @@ class PPOGenerator:
         return self.ppo.device
 
     @th.no_grad()
-    def values(self, obs: np.ndarray) -> th.Tensor:
+    def values(self, obs: Any) -> th.Tensor:
         """(N,) critic values of a batch of raw observations (N, *obs_shape)."""
         obs_t, _ = self.policy.obs_to_tensor(obs)
         return self.policy.predict_values(obs_t).flatten()
@@ -92,25 +93,28 @@ class PPOGenerator:
         buf = self.ppo.rollout_buffer
         if (buf.buffer_size, buf.n_envs) != (t, e):
             raise ValueError(f"fragment is {t} steps x {e} envs, PPO expects {buf.buffer_size} x {buf.n_envs}")
-        flat_obs = frag.obs.reshape(t * e, *frag.obs.shape[2:])
-        values = self.values(flat_obs).reshape(t, e)
+        values = self.values(obs_tree.reshape_lead(frag.obs, (t * e,), 2)).reshape(t, e)
         rewards = np.asarray(rewards, np.float32).copy()
         # Time-limit truncation is not a real end: bootstrap from the final observation's value
         # (what SB3's collect_rollouts does, see SB3 issue 633).
         cut = frag.truncated & ~frag.terminated
         if cut.any():
-            rewards[cut] += self.cfg.gamma * self.values(frag.next_obs[cut]).cpu().numpy()
+            rewards[cut] += self.cfg.gamma * self.values(obs_tree.take(frag.next_obs, cut)).cpu().numpy()
         if terminal_value:
             rewards[frag.terminated] += self.cfg.gamma * terminal_value
         buf.reset()
-        buf.observations[:] = frag.obs.reshape(buf.observations.shape)
+        if obs_tree.is_dict(frag.obs):  # SB3's DictRolloutBuffer
+            for k, v in frag.obs.items():
+                buf.observations[k][:] = v.reshape(buf.observations[k].shape)
+        else:
+            buf.observations[:] = frag.obs.reshape(buf.observations.shape)
         buf.actions[:] = frag.acts.reshape(buf.actions.shape)
         buf.rewards[:] = rewards
         buf.episode_starts[:] = frag.episode_starts()
         buf.values[:] = values.cpu().numpy()
         buf.log_probs[:] = frag.log_probs
         buf.pos, buf.full = t, True
-        last_values = self.values(frag.next_obs[-1])
+        last_values = self.values(obs_tree.take(frag.next_obs, -1))
         buf.compute_returns_and_advantage(last_values=last_values, dones=frag.dones[-1].astype(np.float32))
         self.ppo._current_progress_remaining = progress_remaining
         actor_params = [] if train_policy else self._actor_parameters()
@@ -135,7 +139,7 @@ class PPOGenerator:
         return params + ([pol.log_std] if isinstance(getattr(pol, "log_std", None), th.nn.Parameter) else [])
 
     def bc_steps(
-        self, obs: np.ndarray, acts: np.ndarray, steps: int, batch_size: int, lr: float, rng: np.random.Generator
+        self, obs: Any, acts: np.ndarray, steps: int, batch_size: int, lr: float, rng: np.random.Generator
     ) -> list[float]:
         """`steps` Adam steps fitting the policy to (obs, acts) on random minibatches: its Gaussian mean
         by squared error (actions clipped to the bounds, as the env saw them) or its logits by
@@ -148,15 +152,16 @@ class PPOGenerator:
         if self._bc_data is None or self._bc_data[0] is not obs:  # on the device once per demo set
             self._bc_data = (
                 obs,
-                th.as_tensor(np.array(obs), device=self.device),
+                obs_tree.tmap(lambda v: th.as_tensor(np.array(v), device=self.device), obs),
                 th.as_tensor(policy.env_action(space, np.array(acts)), device=self.device),
             )
         _, obs_t, target = self._bc_data
         losses = []
         pol.set_training_mode(True)
         for _ in range(steps):
-            idx = th.as_tensor(rng.integers(0, len(obs_t), batch_size), device=self.device)
-            latent_pi = pol.mlp_extractor.forward_actor(pol.extract_features(obs_t[idx], pol.pi_features_extractor))
+            idx = th.as_tensor(rng.integers(0, len(target), batch_size), device=self.device)
+            features = pol.extract_features(obs_tree.take(obs_t, idx), pol.pi_features_extractor)
+            latent_pi = pol.mlp_extractor.forward_actor(features)
             out = pol.action_net(latent_pi)
             if isinstance(space, gym.spaces.Discrete):
                 loss = th.nn.functional.cross_entropy(out, target[idx].long().reshape(-1) - int(space.start))
@@ -181,7 +186,7 @@ class PPOGenerator:
 
     def behaviour_clone(
         self,
-        obs: np.ndarray,
+        obs: Any,
         acts: np.ndarray,
         epochs: int,
         batch_size: int,

@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from gailkit.core import limits
+from gailkit.core import obs as obs_tree
 from gailkit.core.arrow_tensors import to_arrow, to_numpy
 
 FIELDS = ("obs", "acts", "next_obs", "terminated")
@@ -26,19 +27,28 @@ FIELDS = ("obs", "acts", "next_obs", "terminated")
 def _shape_dtype(space: gym.Space) -> tuple[tuple[int, ...], np.dtype]:
     if isinstance(space, gym.spaces.Discrete):
         return (), np.dtype(np.int64)
-    if isinstance(space, gym.spaces.Box):
+    if isinstance(space, (gym.spaces.Box, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
         return tuple(space.shape), np.dtype(space.dtype)
-    raise ValueError(f"the replay holds Box and Discrete observations, not {space}")
+    raise ValueError(f"the replay holds Box, Discrete, MultiDiscrete and MultiBinary observations, not {space}")
+
+
+def _obs_layout(space: gym.Space, field: str) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """Column name -> (shape, dtype): one column, or `field/key` per entry of a Dict space."""
+    if isinstance(space, gym.spaces.Dict):
+        return {f"{field}{obs_tree.SEP}{k}": _shape_dtype(sub) for k, sub in space.spaces.items()}
+    return {field: _shape_dtype(space)}
 
 
 class Replay:
+    """Columns `obs`, `acts`, `next_obs`, `terminated` (a Dict observation: one column per entry)."""
+
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, capacity: int):
-        obs_shape, obs_dtype = _shape_dtype(observation_space)
         act_shape, _ = _shape_dtype(action_space)
+        self.keys = list(observation_space.spaces) if isinstance(observation_space, gym.spaces.Dict) else None
         self.layout = {
-            "obs": (obs_shape, obs_dtype),
+            **_obs_layout(observation_space, "obs"),
             "acts": (act_shape, np.dtype(np.float32)),
-            "next_obs": (obs_shape, obs_dtype),
+            **_obs_layout(observation_space, "next_obs"),
             "terminated": ((), np.dtype(bool)),
         }
         per = sum(int(np.prod(s)) * d.itemsize for s, d in self.layout.values())
@@ -49,8 +59,9 @@ class Replay:
         self.pos = 0  # the next row written
         self.size = 0
 
-    def add(self, obs: np.ndarray, acts: np.ndarray, next_obs: np.ndarray, terminated: np.ndarray) -> None:
-        rows = {"obs": obs, "acts": acts, "next_obs": next_obs, "terminated": terminated}
+    def add(self, obs: Any, acts: np.ndarray, next_obs: Any, terminated: np.ndarray) -> None:
+        fields = {"obs": obs, "acts": acts, "next_obs": next_obs, "terminated": terminated}
+        rows = {name: v for f, x in fields.items() for name, v in obs_tree.items(x, f)}
         n = len(terminated)
         idx = (self.pos + np.arange(n)) % self.capacity
         for k, v in rows.items():
@@ -58,16 +69,19 @@ class Replay:
         self.pos = int((self.pos + n) % self.capacity)
         self.size = min(self.capacity, self.size + n)
 
-    def sample(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+    def sample(self, n: int, rng: np.random.Generator) -> tuple[Any, ...]:
         """`n` transitions drawn uniformly: (obs, acts, next_obs, terminated)."""
-        idx = rng.integers(0, self.size, n)
-        return tuple(self.data[k][idx] for k in FIELDS)
+        return self._fields(rng.integers(0, self.size, n))
+
+    def _fields(self, idx: np.ndarray) -> tuple[Any, ...]:
+        cols = {k: v[idx] for k, v in self.data.items()}
+        return tuple(obs_tree.from_columns(f, cols, self.keys if f.endswith("obs") else None) for f in FIELDS)
 
     def _ordered(self) -> dict[str, np.ndarray]:
-        """The rows held, oldest first."""
+        """The rows held, oldest first (by column)."""
         start = self.pos if self.size == self.capacity else 0
         idx = (start + np.arange(self.size)) % self.capacity
-        return {k: self.data[k][idx] for k in FIELDS}
+        return {k: v[idx] for k, v in self.data.items()}
 
     def state(self) -> bytes:
         """The rows held, oldest first, as an Arrow IPC stream (zstd)."""
@@ -88,12 +102,13 @@ class Replay:
             table.validate(full=True)
         except (pa.ArrowException, OSError, limits.InputError) as e:
             raise ValueError(f"unreadable replay ({type(e).__name__}: {str(e)[:200]})") from None
-        if table.column_names != list(FIELDS):
-            raise ValueError(f"replay columns {table.column_names}, expected {list(FIELDS)}")
-        cols = {k: to_numpy(table.column(k).combine_chunks()) for k in FIELDS}
+        if table.column_names != list(self.layout):
+            raise ValueError(f"replay columns {table.column_names}, expected {list(self.layout)}")
+        cols = {k: to_numpy(table.column(k).combine_chunks()) for k in self.layout}
         for k, (shape, dtype) in self.layout.items():
             if cols[k].shape[1:] != shape or cols[k].dtype != dtype:
                 raise ValueError(f"replay column {k} is {cols[k].shape[1:]} {cols[k].dtype}, expected {shape} {dtype}")
         n = min(table.num_rows, self.capacity)
         self.pos = self.size = 0
-        self.add(*(cols[k][table.num_rows - n :] for k in FIELDS))
+        kept = {k: v[table.num_rows - n :] for k, v in cols.items()}
+        self.add(*(obs_tree.from_columns(f, kept, self.keys if f.endswith("obs") else None) for f in FIELDS))

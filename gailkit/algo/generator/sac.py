@@ -22,6 +22,7 @@ from stable_baselines3.common.type_aliases import ReplayBufferSamples
 from gailkit.algo.generator.common import StatsLogger, warm_start
 from gailkit.algo.generator.replay import Replay
 from gailkit.config import PolicyConfig, SACConfig, TrainConfig
+from gailkit.core import obs as obs_tree
 from gailkit.core.fragments import Fragment
 from gailkit.model import policy
 from gailkit.model.policy import squashed
@@ -42,9 +43,9 @@ class _Feed:
         rewards = gen.relabel(obs, acts, next_obs, terminated).reshape(-1, 1).float()
         dev = gen.device
         return ReplayBufferSamples(
-            th.as_tensor(obs, device=dev),
+            obs_tree.tmap(lambda v: th.as_tensor(v, device=dev), obs),
             th.as_tensor(squashed.to_unit(gen.action_space, acts), device=dev),
-            th.as_tensor(next_obs, device=dev),
+            obs_tree.tmap(lambda v: th.as_tensor(v, device=dev), next_obs),
             th.as_tensor(terminated, device=dev).float().reshape(-1, 1),
             rewards,
         )
@@ -112,7 +113,7 @@ class SACGenerator:
         if relabel is None:
             raise ValueError("the off-policy generator needs the learner's relabel function")
         n = frag.n_steps * frag.n_envs
-        flat = [a.reshape(n, *a.shape[2:]) for a in (frag.obs, frag.acts, frag.next_obs, frag.terminated)]
+        flat = [obs_tree.reshape_lead(a, (n,), 2) for a in (frag.obs, frag.acts, frag.next_obs, frag.terminated)]
         self.replay.add(*flat)
         stats = {"replay/size": float(self.replay.size)}
         if self.replay.size < max(self.cfg.learning_starts, self.cfg.batch_size) or not train_policy:
@@ -135,19 +136,19 @@ class SACGenerator:
             policy.update_normalizer(module, obs)
 
     def bc_steps(
-        self, obs: np.ndarray, acts: np.ndarray, steps: int, batch_size: int, lr: float, rng: np.random.Generator
+        self, obs: Any, acts: np.ndarray, steps: int, batch_size: int, lr: float, rng: np.random.Generator
     ) -> list[float]:
         """`steps` Adam steps fitting tanh of the actor's mean to the expert's actions (in [-1, 1])."""
         actor, opt = self.sac.actor, self._bc_optimizer()
         for group in opt.param_groups:
             group["lr"] = lr
-        obs_t = th.as_tensor(np.array(obs), device=self.device)
+        obs_t = obs_tree.tmap(lambda v: th.as_tensor(np.array(v), device=self.device), obs)
         target = th.as_tensor(squashed.to_unit(self.action_space, np.array(acts)), device=self.device)
         losses = []
         actor.set_training_mode(True)
         for _ in range(steps):
-            idx = th.as_tensor(rng.integers(0, len(obs_t), batch_size), device=self.device)
-            features = actor.extract_features(obs_t[idx], actor.features_extractor)
+            idx = th.as_tensor(rng.integers(0, len(target), batch_size), device=self.device)
+            features = actor.extract_features(obs_tree.take(obs_t, idx), actor.features_extractor)
             loss = ((th.tanh(actor.mu(actor.latent_pi(features))) - target[idx]) ** 2).sum(-1).mean()
             opt.zero_grad()
             loss.backward()
@@ -164,7 +165,7 @@ class SACGenerator:
 
     def behaviour_clone(
         self,
-        obs: np.ndarray,
+        obs: Any,
         acts: np.ndarray,
         epochs: int,
         batch_size: int,

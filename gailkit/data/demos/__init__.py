@@ -13,6 +13,7 @@ import numpy as np
 
 from gailkit import __version__
 from gailkit.config.envid import same_env
+from gailkit.core import obs as obs_tree
 from gailkit.core.errors import DemoError, GailkitError
 from gailkit.data.demos import arrow_io, imitation_io, minari_io, pickle_io, stacks
 from gailkit.data.demos.core import DemoMeta, Demos, concat, describe_space, space_from_json, space_to_json
@@ -196,7 +197,7 @@ def load(
             if len(files) == 1:
                 validate(d, *file_spaces)  # raises with the exact mismatch
             acts = "none" if d.acts is None else d.acts.shape[1:]
-            held.append(f"{f.name} (no env id; obs {d.obs.shape[1:]}, acts {acts})")
+            held.append(f"{f.name} (no env id; obs {obs_tree.shapes(d.obs, 1)}, acts {acts})")
             continue
         d = _time_limit_ends(d, env_id, time_limit)
         d = validate(d, *file_spaces) if file_spaces is not None else d
@@ -280,7 +281,7 @@ def summarize(d: Demos) -> dict:
         "length_std": float(lengths.std()) if len(lengths) else 0.0,
         "observation_space": describe_space(d.meta.observation_space)
         if d.meta.observation_space
-        else f"{tuple(d.obs.shape[1:])} {d.obs.dtype} (no metadata)",
+        else f"{obs_tree.shapes(d.obs, 1)} {obs_tree.tmap(lambda v: str(v.dtype), d.obs)} (no metadata)",
         "actions": d.acts is not None,
         "action_space": (
             "no actions"

@@ -2,7 +2,8 @@
 
 Schema (one row per transition): `episode_id` int64, `step` int64, `obs`, `acts`, `next_obs`
 (`arrow.fixed_shape_tensor` keeping each row's shape, or a plain scalar column for scalar
-spaces), `terminated` bool, `truncated` bool, optional `rews` float32. Schema metadata key
+spaces; a Dict observation is one such column per entry, `obs/<key>` and `next_obs/<key>`),
+`terminated` bool, `truncated` bool, optional `rews` float32. Schema metadata key
 `gailkit` holds JSON: env_id, observation_space, action_space, source, gailkit_version,
 format_version. Files are written uncompressed so a memory map reads them without copying.
 """
@@ -11,11 +12,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from gailkit.core import arrow_tensors, fsutil, limits
+from gailkit.core import obs as obs_tree
 from gailkit.core.errors import DemoError
 from gailkit.data.demos.core import DemoMeta, Demos, episode_columns
 
@@ -173,7 +176,7 @@ def read(path: Path, fmt: str, columns: dict[str, str] | None = None) -> Demos:
             raise DemoError(
                 f"{path}: --columns {name}={source}: no column '{absent[0]}' (has: {', '.join(table.column_names)})"
             )
-    missing = [c for c in _REQUIRED if where[c] not in table.column_names and "+" not in where[c]]
+    missing = [c for c in _REQUIRED if not _present(table, where[c]) and "+" not in where[c]]
     if missing:
         raise DemoError(
             f"{path}: missing column '{missing[0]}' (has: {', '.join(table.column_names)}); "
@@ -183,11 +186,21 @@ def read(path: Path, fmt: str, columns: dict[str, str] | None = None) -> Demos:
     return from_columns(cols, meta, path)
 
 
+def _entries(table: pa.Table, source: str) -> list[str]:
+    """The columns `source/key` of a Dict observation (none unless `source` itself is absent)."""
+    if source in table.column_names or "+" in source:
+        return []
+    return [c for c in table.column_names if obs_tree.is_column_of(c, source)]
+
+
 def _present(table: pa.Table, source: str) -> bool:
-    return all(part in table.column_names for part in source.split("+"))
+    return all(part in table.column_names for part in source.split("+")) or bool(_entries(table, source))
 
 
-def _mapped(table: pa.Table, source: str, path: Path) -> np.ndarray:
+def _mapped(table: pa.Table, source: str, path: Path) -> Any:
+    entries = _entries(table, source)
+    if entries:  # a Dict observation: one column per entry
+        return {c[len(source) + 1 :]: _column_to_numpy(table, c, path) for c in entries}
     parts = source.split("+")
     if len(parts) == 1:
         return _column_to_numpy(table, source, path)
@@ -197,13 +210,15 @@ def _mapped(table: pa.Table, source: str, path: Path) -> np.ndarray:
     return np.stack(arrays, axis=1)
 
 
-def from_columns(cols: dict[str, np.ndarray], meta: DemoMeta, path: Path | str) -> Demos:
-    """Demos from named columns; `dones` stands in for terminated/truncated when those are absent."""
+def from_columns(cols: dict[str, Any], meta: DemoMeta, path: Path | str) -> Demos:
+    """Demos from named columns (`obs`/`next_obs` may be dicts of arrays: a Dict observation); `dones`
+    stands in for terminated/truncated when those are absent."""
     cols = {k: v for k, v in cols.items() if v is not None}
-    n = len(cols["obs"])
-    for name, arr in cols.items():
-        if len(arr) != n:
-            raise DemoError(f"{path}: column '{name}' has {len(arr)} rows, 'obs' has {n} (ragged columns)")
+    n = obs_tree.length(cols["obs"])
+    for field, x in cols.items():
+        for name, arr in obs_tree.items(x, field):
+            if len(arr) != n:
+                raise DemoError(f"{path}: column '{name}' has {len(arr)} rows, 'obs' has {n} (ragged columns)")
     if "terminated" in cols:
         terminated = np.asarray(cols["terminated"], dtype=bool)
         truncated = np.asarray(cols.get("truncated", np.zeros(n, bool)), dtype=bool)
@@ -234,8 +249,8 @@ def to_table(demos: Demos) -> pa.Table:
     arrays = {
         "episode_id": pa.array(np.asarray(demos.episode_id, np.int64)),
         "step": pa.array(np.asarray(demos.step, np.int64)),
-        "obs": arrow_tensors.to_arrow(demos.obs),
-        "next_obs": arrow_tensors.to_arrow(demos.next_obs),
+        **{k: arrow_tensors.to_arrow(v) for k, v in obs_tree.items(demos.obs, "obs")},
+        **{k: arrow_tensors.to_arrow(v) for k, v in obs_tree.items(demos.next_obs, "next_obs")},
         "terminated": pa.array(np.asarray(demos.terminated, bool)),
         "truncated": pa.array(np.asarray(demos.truncated, bool)),
     }
@@ -257,7 +272,7 @@ def write(demos: Demos, path: Path, fmt: str) -> None:
         else:
             # frames (rows of 1 KiB and more) are written zstd-compressed in batches of 1,024 rows (a Pong file:
             # 210:1); vectors uncompressed, so they are memory-mapped when read
-            frames = demos.obs[0].nbytes >= arrow_tensors.FRAME_ROW_BYTES if len(demos) else False
+            frames = obs_tree.nbytes(obs_tree.take(demos.obs, slice(0, 1))) >= arrow_tensors.FRAME_ROW_BYTES
             options = pa.ipc.IpcWriteOptions(compression="zstd" if frames else None)
             with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema, options=options) as writer:
                 writer.write_table(table, max_chunksize=1024 if frames else None)

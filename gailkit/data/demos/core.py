@@ -9,6 +9,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from gailkit.core import obs as obs_tree
 from gailkit.core.errors import DemoError
 
 FORMAT_VERSION = 1
@@ -92,16 +93,17 @@ class Demos:
     """Expert transitions, one row per step, episodes stored contiguously.
 
     Arrays (N transitions):
-      obs, next_obs: (N, *obs_shape); acts: (N, *act_shape), or None for demos without actions
+      obs, next_obs: (N, *obs_shape), or a dict of those (one per entry of a Dict space);
+      acts: (N, *act_shape), or None for demos without actions
         (observations only: learning from observation);
       terminated, truncated: (N,) bool, true only on an episode's last step;
       episode_id: (N,) int64; step: (N,) int64, 0.. within the episode;
       rews: (N,) float32 or None (the env's reward as recorded; never used for training).
     """
 
-    obs: np.ndarray
+    obs: obs_tree.Obs
     acts: np.ndarray | None
-    next_obs: np.ndarray
+    next_obs: obs_tree.Obs
     terminated: np.ndarray
     truncated: np.ndarray
     episode_id: np.ndarray
@@ -110,14 +112,20 @@ class Demos:
     meta: DemoMeta = dataclasses.field(default_factory=DemoMeta)
 
     def __len__(self) -> int:
-        return len(self.obs)
+        return obs_tree.length(self.obs)
 
     @property
     def dones(self) -> np.ndarray:
         return self.terminated | self.truncated
 
     def columns(self) -> dict[str, np.ndarray]:
-        return {name: getattr(self, name) for name in COLUMNS if getattr(self, name) is not None}
+        """Column name -> array; a Dict observation gives one column per entry (`obs/key`)."""
+        return {
+            label: arr
+            for name in COLUMNS
+            if getattr(self, name) is not None
+            for label, arr in obs_tree.items(getattr(self, name), name)
+        }
 
     @property
     def has_actions(self) -> bool:
@@ -146,7 +154,8 @@ class Demos:
         if (self.step[same + 1] != self.step[same] + 1).any():
             return False
         picks = same[np.linspace(0, len(same) - 1, min(checks, len(same))).astype(np.int64)] if len(same) else same
-        return all(np.array_equal(np.asarray(self.next_obs[i]), np.asarray(self.obs[i + 1])) for i in picks)
+        nxt, obs = obs_tree.take(self.next_obs, picks), obs_tree.take(self.obs, picks + 1)
+        return all(np.array_equal(a, b) for (_, a), (_, b) in zip(obs_tree.items(nxt, ""), obs_tree.items(obs, "")))
 
     def episode_returns(self) -> np.ndarray | None:
         """Each episode's return, or None without rewards or whole episodes (`whole_episodes`)."""
@@ -189,9 +198,9 @@ def concat(parts: list[Demos], meta: DemoMeta) -> Demos:
         offset += int(inverse.max()) + 1 if len(part) else 0
     has_rews = all(p.rews is not None for p in parts)
     return Demos(
-        obs=np.concatenate([p.obs for p in parts]),
+        obs=obs_tree.concat([p.obs for p in parts]),
         acts=np.concatenate([p.acts for p in parts]) if all(p.acts is not None for p in parts) else None,
-        next_obs=np.concatenate([p.next_obs for p in parts]),
+        next_obs=obs_tree.concat([p.next_obs for p in parts]),
         terminated=np.concatenate([p.terminated for p in parts]),
         truncated=np.concatenate([p.truncated for p in parts]),
         episode_id=np.concatenate(ids),
@@ -235,10 +244,34 @@ def space_to_json(space: gym.Space) -> dict[str, Any]:
         return {"type": "MultiDiscrete", "nvec": np.asarray(space.nvec).tolist()}
     if isinstance(space, gym.spaces.MultiBinary):
         return {"type": "MultiBinary", "n": np.asarray(space.n).tolist()}
-    raise ValueError(f"unsupported space {space} (Box, Discrete, MultiDiscrete, MultiBinary are)")
+    if isinstance(space, gym.spaces.Dict):
+        return {"type": "Dict", "spaces": {str(k): space_to_json(sub) for k, sub in space.spaces.items()}}
+    raise ValueError(f"unsupported space {space} (Box, Discrete, MultiDiscrete, MultiBinary, Dict are)")
 
 
 MAX_SPACE_SIZE = 1 << 24  # elements of one observation or action, at most (a guard against hostile metadata)
+MAX_DICT_ENTRIES = 64
+
+
+def _dict_space(d: dict[str, Any]) -> gym.spaces.Dict:
+    """A Dict space of one level (entries of the other kinds), at most `MAX_DICT_ENTRIES` of them."""
+    entries = d.get("spaces", d.get("subspaces"))  # Minari's metadata names them `subspaces`
+    if not isinstance(entries, dict) or not 1 <= len(entries) <= MAX_DICT_ENTRIES:
+        raise ValueError(f"a Dict space needs 1 to {MAX_DICT_ENTRIES} entries under 'spaces'")
+    subs = {}
+    for k, sub in entries.items():
+        if (
+            not isinstance(k, str)
+            or not k
+            or obs_tree.SEP in k
+            or (isinstance(sub, dict) and sub.get("type") == "Dict")
+        ):
+            raise ValueError(f"Dict entry {str(k)[:40]!r}: a non-empty name without '/', of a space that is not a Dict")
+        subs[k] = space_from_json(sub)
+    total = sum(int(np.prod(s.shape or (1,))) for s in subs.values())
+    if total > MAX_SPACE_SIZE:
+        raise ValueError(f"a Dict space of {total} elements")
+    return gym.spaces.Dict(subs)
 
 
 def space_from_json(d: dict[str, Any]) -> gym.Space:
@@ -246,6 +279,8 @@ def space_from_json(d: dict[str, Any]) -> gym.Space:
     if not isinstance(d, dict):
         raise ValueError(f"a space must be a mapping, got {type(d).__name__}")
     kind = d.get("type")
+    if kind == "Dict":
+        return _dict_space(d)
     dims = d.get("shape", d.get("nvec", [d.get("n", 1)]))
     dims = dims if isinstance(dims, list) else [dims]
     if not all(isinstance(x, int) and 0 <= x <= MAX_SPACE_SIZE for x in dims) or int(np.prod(dims)) > MAX_SPACE_SIZE:
@@ -269,6 +304,8 @@ def describe_space(d: dict[str, Any] | None) -> str:
         return f"Box{tuple(d['shape'])} {d['dtype']}"
     if d.get("type") == "Discrete":
         return f"Discrete({d['n']})"
+    if d.get("type") == "Dict" and isinstance(d.get("spaces"), dict):
+        return "Dict(" + ", ".join(f"{k}: {describe_space(v)}" for k, v in d["spaces"].items()) + ")"
     return f"{d.get('type')}({d.get('nvec', d.get('n'))})"
 
 

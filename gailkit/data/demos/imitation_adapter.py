@@ -7,10 +7,12 @@ reads its folders with pyarrow); writing them does (extra `gailkit[imitation]`).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from gailkit.core import fsutil
+from gailkit.core import obs as obs_tree
 from gailkit.core.errors import DemoError
 from gailkit.data.demos.core import Demos
 
@@ -38,7 +40,11 @@ def to_trajectories(demos: Demos) -> list:
     out = []
     bounds = demos.episode_bounds()
     for a, b in zip(bounds[:-1], bounds[1:]):
-        obs = np.concatenate([demos.obs[a:b], demos.next_obs[b - 1 : b]])
+        obs: Any = obs_tree.concat(
+            [obs_tree.take(demos.obs, slice(a, b)), obs_tree.take(demos.next_obs, slice(b - 1, b))]
+        )
+        if obs_tree.is_dict(obs):
+            obs = types.DictObs(obs)
         kwargs = dict(obs=obs, acts=np.asarray(demos.acts[a:b]), infos=None, terminal=bool(demos.terminated[b - 1]))
         if demos.rews is not None:
             out.append(types.TrajectoryWithRew(rews=np.asarray(demos.rews[a:b], np.float32), **kwargs))

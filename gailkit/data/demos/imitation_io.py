@@ -44,6 +44,11 @@ def read_imitation_dataset(path: Path) -> Demos:
         if name not in table.column_names:
             raise DemoError(f"{path}: dataset has no column '{name}' (has: {', '.join(table.column_names)})")
     obs_lists = table.column("obs").combine_chunks()
+    if not (pa.types.is_list(obs_lists.type) or pa.types.is_large_list(obs_lists.type)):
+        raise DemoError(
+            f"{path}: column 'obs' is {obs_lists.type}, not a list per trajectory (Dict observations are read from "
+            "imitation's pickles, not its dataset folders)"
+        )
     obs_len = obs_lists.value_lengths().to_numpy(zero_copy_only=False)
     act_lists = table.column("acts").combine_chunks() if "acts" in table.column_names else None  # absent: no actions
     act_len = obs_len - 1 if act_lists is None else act_lists.value_lengths().to_numpy(zero_copy_only=False)

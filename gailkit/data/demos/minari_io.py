@@ -19,9 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from gailkit.core import fsutil, limits
+from gailkit.core import fsutil
+from gailkit.core import obs as obs_tree
 from gailkit.core.errors import DemoError, GailkitError
 from gailkit.data.demos.core import DemoMeta, Demos, space_from_json, space_to_json
+from gailkit.data.demos.minari_storage import _read_arrow, _read_hdf5
 
 PREFIX = "minari:"
 
@@ -72,7 +74,7 @@ def _metadata(data: Path) -> dict[str, Any]:
         spec = _json(meta.get("env_spec") or "null")
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise DemoError(f"{data}: not a readable Minari dataset (metadata.json: {type(e).__name__}: {e})") from None
-    if meta.get("jpeg_encoding") and len(obs_space.shape or ()) == 3:
+    if meta.get("jpeg_encoding") and any(len(sub.shape or ()) == 3 for sub in _entries(obs_space).values()):
         raise DemoError(
             f"{data}: JPEG-encoded image observations are not supported; write the dataset with jpeg_encoding=False"
         )
@@ -85,6 +87,11 @@ def _metadata(data: Path) -> dict[str, Any]:
         "dataset_id": meta.get("dataset_id"),
         "episodes": meta.get("total_episodes"),
     }
+
+
+def _entries(space: Any) -> dict[str, Any]:
+    """A Dict space's entries, or the space itself under ''."""
+    return dict(space.spaces) if isinstance(getattr(space, "spaces", None), dict) else {"": space}
 
 
 def peek_env_id(path: str | Path) -> str | None:
@@ -109,21 +116,33 @@ def read(path: str | Path) -> Demos:
     cols: dict[str, list] = {
         k: [] for k in ("obs", "acts", "next_obs", "terminated", "truncated", "rews", "episode_id", "step")
     }
-    shape = tuple(meta["obs_space"].shape or ())
+    spaces = _entries(meta["obs_space"])
     for i, ep in enumerate(episodes):
         obs, n = ep["observations"], len(ep["actions"])
-        if len(shape) > 1 and obs.ndim == 2 and obs.shape[1] == int(np.prod(shape)):
-            obs = obs.reshape(len(obs), *shape)  # Arrow storage keeps frames flat
-        if len(obs) != n + 1:
-            raise DemoError(f"{data}: episode {i} has {len(obs)} observations for {n} actions (Minari stores T + 1)")
-        cols["obs"].append(obs[:-1])
-        cols["next_obs"].append(obs[1:])
+        if obs_tree.is_dict(obs) != ("" not in spaces) or (obs_tree.is_dict(obs) and set(obs) != set(spaces)):
+            raise DemoError(f"{data}: episode {i}'s observations do not match the metadata's space {meta['obs_space']}")
+        obs = obs_tree.tmap(lambda o: o, obs)
+        for key, sub in spaces.items():
+            o = obs[key] if key else obs
+            shape = tuple(sub.shape or ())
+            if len(shape) > 1 and o.ndim == 2 and o.shape[1] == int(np.prod(shape)):
+                o = o.reshape(len(o), *shape)  # Arrow storage keeps frames flat
+            if key:
+                obs[key] = o
+            else:
+                obs = o
+        if obs_tree.length(obs) != n + 1:
+            raise DemoError(
+                f"{data}: episode {i} has {obs_tree.length(obs)} observations for {n} actions (Minari stores T + 1)"
+            )
+        cols["obs"].append(obs_tree.take(obs, slice(None, -1)))
+        cols["next_obs"].append(obs_tree.take(obs, slice(1, None)))
         cols["acts"].append(ep["actions"])
         for key, name in (("terminated", "terminations"), ("truncated", "truncations"), ("rews", "rewards")):
             cols[key].append(np.asarray(ep[name]))
         cols["episode_id"].append(np.full(n, i, np.int64))
         cols["step"].append(np.arange(n, dtype=np.int64))
-    out = {k: np.concatenate(v) for k, v in cols.items()}
+    out = {k: obs_tree.concat(v) for k, v in cols.items()}
     dm = DemoMeta(
         env_id=meta["env_id"],
         observation_space=space_to_json(meta["obs_space"]),
@@ -143,76 +162,6 @@ def read(path: str | Path) -> Demos:
         rews=out["rews"].astype(np.float32),
         meta=dm,
     )
-
-
-def _read_hdf5(data: Path) -> list[dict[str, np.ndarray]]:
-    try:
-        import h5py
-    except ImportError:
-        raise DemoError(f"{data}: reading Minari's HDF5 storage needs h5py: pip install 'gailkit[minari]'") from None
-    try:
-        with h5py.File(fsutil.check_regular(data / "main_data.hdf5"), "r") as f:
-            names = sorted((k for k in f.keys() if k.startswith("episode_")), key=lambda k: int(k.split("_")[1]))
-            return [
-                {
-                    k: _dataset(f[name], k, data)
-                    for k in ("observations", "actions", "rewards", "terminations", "truncations")
-                }
-                for name in names
-            ]
-    except GailkitError:
-        raise
-    except Exception as e:  # noqa: BLE001 - h5py raises many types for crafted files; all mean unreadable
-        raise DemoError(
-            f"{data}: main_data.hdf5 is not a readable Minari file ({type(e).__name__}: {str(e)[:200]})"
-        ) from None
-
-
-def _dataset(group: Any, key: str, data: Path) -> np.ndarray:
-    item = group[key]
-    where = f"{data / 'main_data.hdf5'}: {item.name}"
-    if not hasattr(item, "shape"):
-        raise DemoError(f"{data}: '{key}' is a group (Dict or Tuple spaces are not supported)")
-    if item.external or item.is_virtual:  # storage in other files: they could be anything on this machine
-        raise DemoError(
-            f"{where}: stored in {'external files' if item.external else 'other files (a virtual dataset)'}; "
-            "gailkit reads only data inside the dataset's own file"
-        )
-    if item.dtype.kind not in "biuf":
-        raise DemoError(f"{where}: dtype {item.dtype} is not numeric")
-    declared = int(np.prod(item.shape, dtype=np.float64)) * item.dtype.itemsize
-    stored = item.id.get_storage_size()
-    if declared and not stored:
-        raise DemoError(f"{where}: declares {declared:,} bytes but stores none")
-    limits.check_size(declared, stored, where)
-    return np.asarray(item[()])
-
-
-def _read_arrow(data: Path) -> list[dict[str, np.ndarray]]:
-    import pyarrow as pa
-
-    from gailkit.data.demos.arrow_io import _nested_lists_to_numpy, read_table
-
-    episodes = []
-    folders = sorted((p for p in data.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
-    for folder in folders:
-        try:
-            table = pa.concat_tables([read_table(p, "arrow") for p in sorted(folder.glob("part-*.arrow"))])
-        except (pa.ArrowException, OSError, ValueError) as e:
-            raise DemoError(f"{folder}: not a readable Minari episode ({str(e).splitlines()[0]})") from None
-        ep = {}
-        for key in ("observations", "actions", "rewards", "terminations", "truncations"):
-            if key not in table.column_names:
-                raise DemoError(f"{folder}: no column '{key}'")
-            col = table.column(key).combine_chunks()
-            ep[key] = (
-                _nested_lists_to_numpy(col, key, folder)
-                if pa.types.is_list(col.type) or pa.types.is_fixed_size_list(col.type)
-                else col.to_numpy(zero_copy_only=False)
-            )
-        n = len(ep["observations"]) - 1  # actions, rewards and flags carry a dummy last row
-        episodes.append({k: (v if k == "observations" else v[:n]) for k, v in ep.items()})
-    return episodes
 
 
 def write(demos: Demos, spec: str, data_format: str = "hdf5") -> Path:
@@ -241,7 +190,9 @@ def write(demos: Demos, spec: str, data_format: str = "hdf5") -> Path:
     buffers = [
         EpisodeBuffer(
             id=i,
-            observations=np.concatenate([demos.obs[a:b], demos.next_obs[b - 1 : b]]),
+            observations=obs_tree.concat(
+                [obs_tree.take(demos.obs, slice(a, b)), obs_tree.take(demos.next_obs, slice(b - 1, b))]
+            ),
             actions=np.asarray(demos.acts[a:b]),
             rewards=np.asarray(rews[a:b], np.float64),
             terminations=np.asarray(demos.terminated[a:b]),

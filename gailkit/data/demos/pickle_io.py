@@ -16,9 +16,10 @@ from typing import Any
 import numpy as np
 
 from gailkit.core import fsutil, limits
+from gailkit.core import obs as obs_tree
 from gailkit.core.errors import DemoError
 from gailkit.data.demos.arrow_io import from_columns
-from gailkit.data.demos.core import DemoMeta, Demos
+from gailkit.data.demos.core import COLUMNS, DemoMeta, Demos
 from gailkit.data.demos.unpickler import RECORDS, RefusedGlobal, RestrictedUnpickler, peek_env_id
 
 __all__ = ["RECORDS", "RefusedGlobal", "RestrictedUnpickler", "peek_env_id", "read", "write"]
@@ -72,9 +73,20 @@ def _is_transitions(obj: Any) -> bool:
     return not isinstance(obj, dict) and all(hasattr(obj, k) for k in ("obs", "acts", "next_obs", "dones"))
 
 
-def _array(value: Any, name: str, path: Path, where: str = "") -> np.ndarray:
-    if isinstance(value, dict):
-        raise DemoError(f"{path}: {where}'{name}' is a dict (Dict observation spaces are not supported)")
+def _array(value: Any, name: str, path: Path, where: str = "") -> Any:
+    """An array; for observations of a Dict space, a dict of arrays (a plain dict, or imitation's
+    `DictObs`), one level deep."""
+    entries = getattr(value, "_d", None) if type(value).__name__ == "DictObs" else None  # imitation's, or its record
+    if isinstance(value, dict) or entries is not None:
+        entries = value if entries is None else entries
+        if name not in ("obs", "next_obs") or not isinstance(entries, dict) or not entries:
+            raise DemoError(f"{path}: {where}'{name}' is a mapping; only observations may be (a Dict space)")
+        out = {}
+        for key, sub in entries.items():
+            if not isinstance(key, str) or not key or obs_tree.SEP in key or isinstance(sub, dict):
+                raise DemoError(f"{path}: {where}'{name}' entry {str(key)[:40]!r}: a name without '/', of an array")
+            out[key] = _array(sub, f"{name}/{key}", path, where)
+        return out
     try:
         return np.asarray(value)
     except ValueError:
@@ -134,11 +146,12 @@ def _from_trajectories(trajs: list, path: Path) -> Demos:
     for i, t in enumerate(trajs):
         o = _array(t.obs, "obs", path, f"trajectory {i}: ")
         a = None if t.acts is None else _array(t.acts, "acts", path, f"trajectory {i}: ")
-        n = len(o) - 1 if a is None else len(a)
-        if len(o) != n + 1:
-            raise DemoError(f"{path}: trajectory {i} has {len(o)} obs for {n} acts (needs acts + 1)")
-        obs.append(o[:-1])
-        next_obs.append(o[1:])
+        n_obs = obs_tree.length(o)
+        n = n_obs - 1 if a is None else len(a)
+        if n_obs != n + 1:
+            raise DemoError(f"{path}: trajectory {i} has {n_obs} obs for {n} acts (needs acts + 1)")
+        obs.append(obs_tree.take(o, slice(None, -1)))
+        next_obs.append(obs_tree.take(o, slice(1, None)))
         acts.append(a)
         last = np.zeros(n, bool)
         if n:
@@ -153,8 +166,8 @@ def _from_trajectories(trajs: list, path: Path) -> Demos:
                 raise DemoError(f"{path}: trajectory {i} has {len(r)} rews for {n} acts")
             rews.append(r)
     cols = {
-        "obs": np.concatenate(obs),
-        "next_obs": np.concatenate(next_obs),
+        "obs": obs_tree.concat(obs),
+        "next_obs": obs_tree.concat(next_obs),
         "terminated": np.concatenate(term),
         "truncated": np.concatenate(trunc),
         "episode_id": np.concatenate(ep),
@@ -175,8 +188,12 @@ def _from_step_dicts(steps: list[dict], path: Path) -> Demos:
     stacked = {}
     for k in keys:
         try:
-            stacked[k] = np.stack([np.asarray(s[k]) for s in steps])
-        except ValueError:
+            stacked[k] = (
+                obs_tree.stack([s[k] for s in steps])
+                if isinstance(steps[0][k], dict)
+                else np.stack([np.asarray(s[k]) for s in steps])
+            )
+        except (ValueError, KeyError, TypeError):
             raise DemoError(f"{path}: key '{k}' has entries of different shapes across steps") from None
     return _from_dict(stacked, path)
 
@@ -185,7 +202,8 @@ def write(demos: Demos, path: Path, layout: str = "dict") -> None:
     """`layout="dict"`: a dict of arrays with gailkit metadata (lossless). `"trajectories"`: a
     list of imitation `TrajectoryWithRew` / `Trajectory` for imitation's own tools."""
     if layout == "dict":
-        obj: Any = {**demos.columns(), "metadata": demos.meta.to_json()}
+        fields = {name: getattr(demos, name) for name in COLUMNS if getattr(demos, name) is not None}
+        obj: Any = {**fields, "metadata": demos.meta.to_json()}  # a Dict observation stays a dict of arrays
     elif layout == "trajectories":
         from gailkit.data.demos.imitation_adapter import to_trajectories
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gailkit.core import obs as obs_tree
 from gailkit.core.errors import DemoError
 from gailkit.data.demos.core import Demos, episode_columns
 
@@ -47,9 +48,9 @@ def subsample(d: Demos, episodes: int, every: int, seed: int) -> Demos:
         expert_return_of=d.meta.expert_return_of or (src if d.meta.expert_return is not None else None),
     )
     return Demos(
-        obs=d.obs[idx],
+        obs=obs_tree.take(d.obs, idx),
         acts=None if d.acts is None else d.acts[idx],
-        next_obs=d.next_obs[idx],
+        next_obs=obs_tree.take(d.next_obs, idx),
         terminated=terminated,
         truncated=truncated,
         episode_id=episode_id,

@@ -6,7 +6,7 @@ Admitted, nothing else: numpy's array and scalar reconstruction functions, `nump
 `copyreg._reconstructor` and `_codecs.encode` (how protocols 0-2 write objects and bytes, also
 under Python 2's module names `__builtin__` and `copy_reg`); and
 imitation's `Trajectory`, `TrajectoryWithRew`, `Transitions`, `TransitionsWithRew`,
-`TransitionsMinimal`, which resolve to gailkit's own plain records, so imitation need not be
+`TransitionsMinimal` and `DictObs`, which resolve to gailkit's own plain records, so imitation need not be
 installed and none of its code runs. Dotted or other names (`os.system`, `builtins.eval`,
 `numpy.dtypes.__builtins__.get`, a user class) are refused in `find_class`, before anything they
 name is touched. `peek_env_id` reads a gailkit pickle's env id from its opcodes without unpickling.
@@ -53,6 +53,7 @@ RECORDS: dict[str, type[_Record]] = {
     "TransitionsMinimal": _record("TransitionsMinimal", "obs acts infos"),
     "Transitions": _record("Transitions", "obs acts infos next_obs dones"),
     "TransitionsWithRew": _record("TransitionsWithRew", "obs acts infos next_obs dones rews"),
+    "DictObs": _record("DictObs", "_d"),  # a Dict observation's arrays, under `_d`
 }
 
 _DTYPE_CLASSES = (

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
+from gailkit.core import obs as obs_tree
 from gailkit.core.errors import DemoError
 from gailkit.data.demos.core import Demos, shape_of, space_from_json
 
@@ -30,9 +32,10 @@ def check_structure(d: Demos) -> None:
     for name, arr in d.columns().items():
         if len(arr) != n:
             raise DemoError(f"{where}: column '{name}' has {len(arr)} rows, 'obs' has {n} (ragged columns)")
-    if d.obs.shape != d.next_obs.shape:
+    if obs_tree.shapes(d.obs, 1) != obs_tree.shapes(d.next_obs, 1):
         raise DemoError(
-            f"{where}: column 'next_obs' has shape {d.next_obs.shape[1:]} per row, 'obs' has {d.obs.shape[1:]}"
+            f"{where}: column 'next_obs' has shape {obs_tree.shapes(d.next_obs, 1)} per row, "
+            f"'obs' has {obs_tree.shapes(d.obs, 1)}"
         )
     new_episode = np.concatenate([[True], d.episode_id[1:] != d.episode_id[:-1]])
     expected_step = np.where(new_episode, 0, np.concatenate([[0], d.step[:-1] + 1]))
@@ -64,8 +67,18 @@ def _check_finite(arr: np.ndarray, column: str, where: str) -> None:
             raise DemoError(f"{where}: column '{column}' row {r} is not finite (NaN or inf)")
 
 
-def _check_against(arr: np.ndarray, space: gym.Space, column: str, where: str) -> np.ndarray:
-    """Shape, dtype and range of one column against `space`; returns it cast to the space's dtype."""
+def _check_against(arr: Any, space: gym.Space, column: str, where: str) -> Any:
+    """Shape, dtype and range of one column against `space`; returns it cast to the space's dtype (a
+    Dict space: each of its entries' columns, `column/key`, against its entry)."""
+    if isinstance(space, gym.spaces.Dict) or obs_tree.is_dict(arr):
+        if not (isinstance(space, gym.spaces.Dict) and obs_tree.is_dict(arr)):
+            has = f"entries {sorted(arr)}" if obs_tree.is_dict(arr) else "one array"
+            raise DemoError(f"{where}: column '{column}' holds {has}, the env's space is {space}")
+        if set(arr) != set(space.spaces):
+            raise DemoError(
+                f"{where}: column '{column}' has entries {sorted(arr)}, the env's Dict space has {sorted(space.spaces)}"
+            )
+        return {k: _check_against(arr[k], sub, f"{column}{obs_tree.SEP}{k}", where) for k, sub in space.spaces.items()}
     want = shape_of(space)
     if tuple(arr.shape[1:]) != want:
         raise DemoError(
@@ -120,9 +133,12 @@ def validate(d: Demos, observation_space: gym.Space, action_space: gym.Space) ->
 
 def fits(d: Demos, observation_space: gym.Space, action_space: gym.Space) -> bool:
     """Whether the per-row shapes match the spaces (used to pick files without env metadata)."""
-    return tuple(d.obs.shape[1:]) == shape_of(observation_space) and (
-        d.acts is None or tuple(d.acts.shape[1:]) == shape_of(action_space)
-    )
+    if obs_tree.is_dict(d.obs) or isinstance(observation_space, gym.spaces.Dict):
+        want = {k: shape_of(s) for k, s in getattr(observation_space, "spaces", {}).items()}
+        obs_fits = obs_tree.is_dict(d.obs) and obs_tree.shapes(d.obs, 1) == want
+    else:
+        obs_fits = tuple(d.obs.shape[1:]) == shape_of(observation_space)
+    return obs_fits and (d.acts is None or tuple(d.acts.shape[1:]) == shape_of(action_space))
 
 
 def check(d: Demos, spaces: tuple[gym.Space, gym.Space] | None = None) -> Demos:
@@ -140,5 +156,6 @@ def check(d: Demos, spaces: tuple[gym.Space, gym.Space] | None = None) -> Demos:
     for column in ("obs", "acts", "next_obs", "rews"):
         arr = getattr(d, column)
         if arr is not None:
-            _check_finite(np.asarray(arr), column, where)
+            for name, a in obs_tree.items(arr, column):
+                _check_finite(np.asarray(a), name, where)
     return d

@@ -15,6 +15,7 @@ from gailkit import __version__, config
 from gailkit.config import EnvConfig, ExpertConfig
 from gailkit.config.envid import same_env
 from gailkit.core import fsutil
+from gailkit.core import obs as obs_tree
 from gailkit.core.errors import EnvError, ExpertError, GailkitError
 from gailkit.data import demos, envs
 from gailkit.data.demos import stacks
@@ -145,8 +146,8 @@ def _policy_actor(pol: Any, deterministic: bool) -> Policy:
     """One observation -> the action the env is given, through SB3's own `predict` (any policy class:
     scaling of squashed actions, clipping to the Box bounds, channels-first frames all as SB3 does)."""
 
-    def one(obs: np.ndarray) -> Any:
-        actions, _ = pol.predict(np.asarray(obs)[None], deterministic=deterministic)
+    def one(obs: Any) -> Any:
+        actions, _ = pol.predict(obs_tree.tmap(lambda v: np.asarray(v)[None], obs), deterministic=deterministic)
         return actions[0]
 
     return one
@@ -247,9 +248,9 @@ def record(
     finally:
         env.close()
     return demos.Demos(
-        obs=np.stack(cols["obs"]),
+        obs=obs_tree.stack(cols["obs"]),
         acts=np.stack(cols["acts"]),
-        next_obs=np.stack(cols["next_obs"]),
+        next_obs=obs_tree.stack(cols["next_obs"]),
         terminated=np.array(cols["terminated"], bool),
         truncated=np.array(cols["truncated"], bool),
         rews=np.array(cols["rews"], np.float32),

@@ -18,6 +18,7 @@ import torch as th
 from stable_baselines3.common.policies import ActorCriticPolicy
 
 from gailkit.config import PolicyConfig, PPOConfig
+from gailkit.core import obs as obs_tree
 from gailkit.core.fragments import Weights
 from gailkit.model import encoders
 from gailkit.model.encoders import NormalizedFlatten
@@ -209,7 +210,7 @@ def weight_shapes(pol: ActorCriticPolicy) -> dict[str, tuple[tuple[int, ...], st
 
 
 @th.no_grad()
-def act(pol: ActorCriticPolicy, obs: np.ndarray, deterministic: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def act(pol: ActorCriticPolicy, obs: Any, deterministic: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """`(actions, log_probs)` for a batch `obs` (E, *obs_shape); actions as sampled (unclipped)."""
     if not isinstance(pol, ActorCriticPolicy):  # SAC's squashed actor
         from gailkit.model.policy import squashed
@@ -229,8 +230,8 @@ def deterministic_actor(pol: ActorCriticPolicy, deterministic: bool = True) -> C
     """One observation -> the deterministic action the env is given (evaluation); with
     `deterministic=False`, an action sampled from the policy's distribution (`evaluate --stochastic`)."""
 
-    def one(obs: np.ndarray) -> Any:
-        a, _ = act(pol, np.asarray(obs)[None], deterministic=deterministic)
+    def one(obs: Any) -> Any:
+        a, _ = act(pol, obs_tree.tmap(lambda v: np.asarray(v)[None], obs), deterministic=deterministic)
         return env_action(pol.action_space, a)[0]
 
     return one

@@ -106,9 +106,13 @@ def read_sb3_zip(path: Path, observation_space: Any, action_space: Any):
 
 
 # Policy classes gailkit rebuilds, by the module and class a zip names (only as keys: the classes are
-# imported from this table, never from the file). Dict observations (MultiInputPolicy) have no data path yet.
+# imported from this table, never from the file).
 _CLASSES = {
     ("stable_baselines3.common.policies", "ActorCriticPolicy"): "ActorCriticPolicy",
+    ("stable_baselines3.common.policies", "MultiInputActorCriticPolicy"): "MultiInputActorCriticPolicy",
+    ("stable_baselines3.sac.policies", "MultiInputPolicy"): "MultiInputPolicy",
+    ("stable_baselines3.td3.policies", "MultiInputPolicy"): "MultiInputPolicy",
+    ("stable_baselines3.dqn.policies", "MultiInputPolicy"): "MultiInputPolicy",
     ("stable_baselines3.common.policies", "ActorCriticCnnPolicy"): "ActorCriticCnnPolicy",
     ("stable_baselines3.sac.policies", "SACPolicy"): "SACPolicy",
     ("stable_baselines3.sac.policies", "CnnPolicy"): "CnnPolicy",
@@ -137,7 +141,7 @@ def _policy_class(path: Path, described: Any) -> type:
     init = str(described.get("__init__", ""))  # "<function SACPolicy.__init__ at 0x...>"
     name = init.removeprefix("<function ").split(".__init__")[0].rsplit(".", 1)[-1] if ".__init__" in init else ""
     if (module, name) not in _CLASSES:
-        known = "PPO/A2C (MlpPolicy, CnnPolicy), SAC, TD3, DQN (MlpPolicy, CnnPolicy)"
+        known = "PPO/A2C, SAC, TD3, DQN (MlpPolicy, CnnPolicy, MultiInputPolicy)"
         raise ValueError(f"{path}: its policy {module or '?'}.{name or '?'} is not one gailkit rebuilds ({known})")
     return getattr(importlib.import_module(module), _CLASSES[(module, name)])
 
@@ -145,6 +149,10 @@ def _policy_class(path: Path, described: Any) -> type:
 def _trained_space(path: Path, data: dict, observation_space: Any, cls: type) -> Any:
     """The observation space the zip's network was built for: the env's, or for images the env's frames
     channels first (SB3 trains on VecTransposeImage; its `predict` transposes the env's frames back)."""
+    import gymnasium as gym
+
+    if isinstance(observation_space, gym.spaces.Dict):  # SB3 transposes every channels-last frame entry
+        return gym.spaces.Dict({k: _channels_first(sub) for k, sub in observation_space.spaces.items()})
     shape = _field((data.get("observation_space") or {}).get("_shape"))
     env_shape = tuple(observation_space.shape or ())
     if not isinstance(shape, (list, tuple)) or tuple(shape) == env_shape:
@@ -155,6 +163,17 @@ def _trained_space(path: Path, data: dict, observation_space: Any, cls: type) ->
         low, high = observation_space.low.transpose(2, 0, 1), observation_space.high.transpose(2, 0, 1)
         return gym.spaces.Box(low, high, dtype=observation_space.dtype)
     raise ValueError(f"{path}: trained on observations of shape {tuple(shape)}, the env has {observation_space.shape}")
+
+
+def _channels_first(space: Any) -> Any:
+    """`space` as SB3's VecTransposeImage gives it: a channels-last uint8 frame becomes channels first."""
+    from stable_baselines3.common.preprocessing import is_image_space, is_image_space_channels_first
+
+    if not is_image_space(space) or is_image_space_channels_first(space):
+        return space
+    import gymnasium as gym
+
+    return gym.spaces.Box(space.low.transpose(2, 0, 1), space.high.transpose(2, 0, 1), dtype=space.dtype)
 
 
 def _extractor(path: Path, pk: dict) -> dict[str, Any]:
@@ -168,6 +187,10 @@ def _extractor(path: Path, pk: dict) -> dict[str, Any]:
         from stable_baselines3.common.torch_layers import NatureCNN
 
         return {"features_extractor_class": NatureCNN, "features_extractor_kwargs": extractor_kwargs}
+    if "CombinedExtractor" in extractor:
+        from stable_baselines3.common.torch_layers import CombinedExtractor
+
+        return {"features_extractor_class": CombinedExtractor, "features_extractor_kwargs": extractor_kwargs}
     if extractor and "FlattenExtractor" not in extractor:
         raise ValueError(f"{path}: features extractor {extractor} is not one gailkit rebuilds")
     return {}  # the class's own default (FlattenExtractor for Mlp, NatureCNN for Cnn policies)

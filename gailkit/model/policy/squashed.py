@@ -77,7 +77,7 @@ def make_sac(
 
     check_action_space(action_space)
     model = SAC(
-        "MlpPolicy",
+        "MultiInputPolicy" if isinstance(observation_space, gym.spaces.Dict) else "MlpPolicy",
         spaces_only_venv(observation_space, action_space),
         learning_rate=cfg.learning_rate,
         buffer_size=1,
