@@ -78,6 +78,42 @@ def test_fragments_of_frames_travel_compressed_and_come_back_exact():
     assert len(plain) > f.obs.nbytes + f.next_obs.nbytes
 
 
+DICT_SPACE = gym.spaces.Dict(
+    {"frame": gym.spaces.Box(0, 255, (6, 6, 1), np.uint8), "vec": gym.spaces.Box(-1, 1, (4,), np.float32)}
+)
+
+
+def _dict_fragment() -> Fragment:
+    f = _fragment()
+    frames = np.arange(5 * 2 * 36, dtype=np.uint8).reshape(5, 2, 6, 6, 1)
+    return dataclasses.replace(
+        f, obs={"frame": frames, "vec": f.obs}, next_obs={"frame": frames[::-1].copy(), "vec": f.next_obs}
+    )
+
+
+def test_dict_observations_travel_as_one_column_per_entry_and_are_checked_entry_by_entry():
+    f = _dict_fragment()
+    back = wire.decode_fragment(wire.encode_fragment(f), 1, 7)
+    for field in ("obs", "next_obs"):
+        assert set(getattr(back, field)) == {"frame", "vec"}
+        for k in ("frame", "vec"):
+            assert np.array_equal(getattr(back, field)[k], getattr(f, field)[k]), (field, k)
+            assert getattr(back, field)[k].dtype == getattr(f, field)[k].dtype
+    spec = FragmentSpec.of(DICT_SPACE, SPACES[1], 5, 2)
+    spec.check(back)
+    with pytest.raises(BadFragment, match=r"'obs' has entries \['frame'\], expected \['frame', 'vec'\]"):
+        spec.check(dataclasses.replace(back, obs={"frame": back.obs["frame"]}, next_obs={"frame": back.obs["frame"]}))
+    with pytest.raises(ValueError, match="'next_obs' shape"):  # decode_fragment makes this a malformed message
+        dataclasses.replace(back, next_obs=back.next_obs["vec"])
+    with pytest.raises(BadFragment, match=r"'obs/vec' holds NaN"):
+        spec.check(dataclasses.replace(back, obs={**back.obs, "vec": np.full((5, 2, 4), np.nan, np.float32)}))
+    wrong = {**back.obs, "frame": back.obs["frame"][..., 0]}
+    with pytest.raises(BadFragment, match=r"'obs/frame' is \(5, 2, 6, 6\)"):
+        spec.check(dataclasses.replace(back, obs=wrong, next_obs=wrong))
+    with pytest.raises(BadFragment, match="entries one array"):  # a vector fragment where the run has a Dict
+        spec.check(_fragment())
+
+
 def test_work_round_trip_and_header():
     weights, n_steps = wire.decode_work(WORK_BODY, 3)
     assert n_steps == 64 and set(weights.tensors) == set(WEIGHTS.tensors)
