@@ -28,12 +28,14 @@ LAYERS = {
     "fsutil": -2,
     "limits": -2,
     "arrow_tensors": -1,
+    "obs": -1,  # observation batches: an array or a dict of arrays
     "signing": -1,
     "fragments": 0,
     "config": 0,
     "spaces": -1,  # which spaces the networks take (gymnasium only)
     "encoders": 0,  # the encoder factory: torch and gymnasium only
     "policy": 1,
+    "env_wrappers": 0,  # what every env is wrapped in (gymnasium's wrappers, Tuple as Dict)
     "envs": 1,
     "demos": 1,
     "experts": 2,

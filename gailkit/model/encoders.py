@@ -15,7 +15,7 @@ discriminator (for obs and next_obs) both get theirs here:
 Encoders take *preprocessed* observations, as stable-baselines3 hands them to a features extractor
 (`preprocess`: floats, one-hot for discrete spaces, a dict of those for Dict; images are not
 rescaled there). Running statistics change only through `update(preprocessed_batch)`, never in
-`forward`. A space no encoder fits (Tuple, Text, Graph, nested Dict) is refused with one line
+`forward`. A space no encoder fits (Text, Graph, a Dict or Tuple inside a Dict) is refused with one line
 naming it (`UnsupportedSpace`). Adding an encoder: a class here and a branch in `choose`.
 """
 
