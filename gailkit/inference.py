@@ -61,7 +61,9 @@ class OnnxPolicy:
             raise InferenceError(f"{path}: its gailkit metadata 'env' is not JSON") from None
         if not isinstance(env, dict) or not isinstance(env.get("kwargs", {}), dict):
             raise InferenceError(f"{path}: its gailkit metadata 'env' is not a mapping with kwargs")
-        self.env_settings: dict[str, Any] = {k: env[k] for k in ("kwargs", "preprocess", "frame_stack") if k in env}
+        self.env_settings: dict[str, Any] = {
+            k: env[k] for k in ("kwargs", "preprocess", "frame_stack", "max_episode_steps") if k in env
+        }
         try:
             self.observation_space: dict[str, Any] = _space(json.loads(meta["observation_space"]))
             self.action_space: dict[str, Any] = _space(json.loads(meta["action_space"]))

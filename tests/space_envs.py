@@ -255,3 +255,26 @@ class GuessTheStart(gym.Env):
 
     def step(self, action):
         return 0, float(int(action) == self._start), True, False, {}
+
+
+class Endless(_Base):
+    """Box(3) observations, Discrete(2) actions, and no end of its own (neither terminates nor truncates):
+    an env class named by file gets no registered time limit."""
+
+    observation_space = gym.spaces.Box(-1, 1, (3,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def _obs(self) -> Any:
+        return self._state.copy()
+
+    def step(self, action):
+        obs, reward, terminated, _, info = super().step(action)
+        return obs, reward, terminated, False, info
+
+    @staticmethod
+    def expert(obs: Any) -> Any:
+        return int(obs[0] > 0)
+
+
+def endless_expert(obs: Any) -> Any:
+    return Endless.expert(obs)

@@ -90,3 +90,25 @@ def test_which_names_are_the_same_env(tmp_path, monkeypatch):
     assert not same_env("a/e.py:E", "b/e.py:E")  # two files of the same name, different code
     assert not same_env("a/e.py:E", "a/e.py:F") and not same_env("CartPole-v1", "CartPole-v0")
     assert not same_env(None, "CartPole-v1") and same_env("CartPole-v1", "CartPole-v1")
+
+
+def test_an_env_that_never_ends_gets_its_time_limit_from_the_settings_everywhere(tmp_path):
+    """`env.max_episode_steps` (and `demos record --max-episode-steps`) cut an env class's episodes, which have
+    no registered limit: recording, training's evaluations, and `infer` from the ONNX file alone all end."""
+    from gailkit.data import demos
+
+    env = "tests/space_envs.py:Endless"
+    out, run, onnx = tmp_path / "endless.arrow", tmp_path / "run", tmp_path / "p.onnx"
+    r = run_cli("demos", "record", "--env", env, "--expert", "tests/space_envs.py:endless_expert",
+                "--episodes", "3", "--max-episode-steps", "20", "--out", str(out))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    d = demos.load_file(out)
+    assert list(d.episode_lengths()) == [20, 20, 20] and d.truncated.sum() == 3 and not d.terminated.any()
+    r = run_cli("train", "--env", env, "--demos", str(out), "--preset", "tiny", "--total-steps", "256", "--quiet",
+                "--run-dir", str(run), "--set", "env.max_episode_steps=20", "--set", "eval_episodes=2")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "max_episode_steps: 20" in (run / "config.yaml").read_text()
+    assert run_cli("export", str(run), "--out", str(onnx)).returncode == 0
+    r = run_cli("infer", str(onnx), "--env", env, "--episodes", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["length_mean"] == 20

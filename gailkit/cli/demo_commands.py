@@ -51,6 +51,11 @@ def add_parsers(sub, cmd) -> None:
         help="the expert sees the last K frames (env.frame_stack; default: as experts/<env>.gail.yaml sets it, "
         "else 1); the file still holds one frame a step",
     )
+    p.add_argument(
+        "--max-episode-steps",
+        type=_count,
+        help="cut episodes after N steps (env.max_episode_steps; for an env that never ends by itself)",
+    )
     p.set_defaults(func=cmd("demo_commands:record"))
 
     p = dem.add_parser("inspect", help="episodes, returns, spaces and env of demo files, each validated as train would")
@@ -131,6 +136,7 @@ def record(args: argparse.Namespace) -> int:
         vecnormalize_file=args.vecnormalize,
         preprocess=args.preprocess,
         frame_stack=args.frame_stack,
+        max_episode_steps=args.max_episode_steps,
     )
     demos.save(d, args.out)
     returns = d.episode_returns()

@@ -31,6 +31,10 @@ class EnvConfig(_Checked):
     """Observations are the last this-many frames (gymnasium's `FrameStackObservation`, a new leading
     axis, padded at reset with the first frame). Demo files hold one frame a step; stacks are rebuilt
     from their episodes when they are read."""
+    max_episode_steps: int = _f(0, GE0)
+    """Episodes are cut (truncated) after this many steps (gymnasium's time limit); 0: the env's own
+    (a registered id's `max_episode_steps`; an env class named by file has none, so an env that never
+    ends needs this)."""
 
 
 @dataclasses.dataclass

@@ -147,8 +147,9 @@ class _RegisteredFactory:
         self.name, self.kwargs, self.cfg = name, kwargs, cfg
 
     def __call__(self) -> gym.Env:
+        limit = {"max_episode_steps": self.cfg.max_episode_steps} if self.cfg.max_episode_steps else {}
         try:
-            env = gym.make(self.name, **self.kwargs)
+            env = gym.make(self.name, **self.kwargs, **limit)
         except (TypeError, ValueError) as e:
             raise EnvError(f"--env {self.name}: bad env kwargs {self.kwargs} ({e})") from None
         except gym.error.DependencyNotInstalled as e:
@@ -168,6 +169,8 @@ class _ClassFactory:
             env = cls(**self.kwargs)
         except (TypeError, ValueError) as e:
             raise EnvError(f"--env {self.name}: cannot construct with kwargs {self.kwargs} ({e})") from None
+        if self.cfg.max_episode_steps:
+            env = gym.wrappers.TimeLimit(env, self.cfg.max_episode_steps)
         return check_spaces(_wrapped(env, self.cfg), self.name)
 
 

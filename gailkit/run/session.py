@@ -138,7 +138,8 @@ class Run:
         states = run_dir.readable(log=log) if resume else None
         state = next(states)[0] if states is not None else None
         spaces = envs.spaces(cfg.env, allow_code, source=str(run_dir.config) if resume else "the settings file")
-        how = (cfg.unsafe_pickle, cfg.demo_columns, cfg.demo_merge, cfg.demo_time_limit)  # as demos.load names them
+        limit = cfg.demo_time_limit or cfg.env.max_episode_steps
+        how = (cfg.unsafe_pickle, cfg.demo_columns, cfg.demo_merge, limit)  # as demos.load names them
         expert_demos = demos.load(cfg.demos, cfg.env.id, spaces, *how, frame_stack=cfg.env.frame_stack)
         if not expert_demos.has_actions:
             cfg = observation_only(cfg)

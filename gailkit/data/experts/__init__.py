@@ -178,6 +178,7 @@ def record_demos(
     vecnormalize_file: str | Path | None = None,
     preprocess: str | None = None,
     frame_stack: int | None = None,
+    max_episode_steps: int | None = None,
 ) -> demos.Demos:
     """Demos of an expert with the expert policy's own return in their metadata, recorded on the env with
     `preprocess` and `frame_stack` (`EnvConfig`'s; None: as `env_settings` has them, i.e. as `train`
@@ -192,8 +193,12 @@ def record_demos(
     if "vecnormalize" in info:
         log(f"expert: {spec} with the observation statistics of {info['vecnormalize']} (VecNormalize)")
     env_cfg = env_settings(env_name)
-    if preprocess is not None or frame_stack is not None:
-        picked = {"preprocess": preprocess or env_cfg.preprocess, "frame_stack": frame_stack or env_cfg.frame_stack}
+    if preprocess is not None or frame_stack is not None or max_episode_steps is not None:
+        picked = {
+            "preprocess": preprocess or env_cfg.preprocess,
+            "frame_stack": frame_stack or env_cfg.frame_stack,
+            "max_episode_steps": env_cfg.max_episode_steps if max_episode_steps is None else max_episode_steps,
+        }
         env_cfg = config.from_dict(EnvConfig, {**config.to_dict(env_cfg), **picked}, "env")
     d = record(pol, env_cfg, episodes, seed, source=spec, allow_code=allow_code)
     reference = d.episode_returns()
