@@ -147,7 +147,7 @@ class _RegisteredFactory:
         self.name, self.kwargs, self.cfg = name, kwargs, cfg
 
     def __call__(self) -> gym.Env:
-        limit = {"max_episode_steps": self.cfg.max_episode_steps} if self.cfg.max_episode_steps else {}
+        limit: dict[str, Any] = {"max_episode_steps": self.cfg.max_episode_steps} if self.cfg.max_episode_steps else {}
         try:
             env = gym.make(self.name, **self.kwargs, **limit)
         except (TypeError, ValueError) as e:
