@@ -93,3 +93,22 @@ def test_learn_from_an_env_class_of_this_process_and_demos_as_arrays(tmp_path, m
         gailkit.learn(Reach, arrays, tmp_path / "r3", settings=["fleet.actors=2"], quiet=True, log=lambda m: None)
     with pytest.raises(ConfigError, match="the dict has no 'next_obs'"):
         gailkit.learn(Reach, {"obs": obs}, tmp_path / "r4", quiet=True, log=lambda m: None)
+
+
+def test_learn_from_dict_observations_given_as_arrays(tmp_path, monkeypatch):
+    """Demos of a Dict-observation env as arrays: `obs` and `next_obs` are mappings of arrays, one per entry."""
+    from gailkit.data import experts
+    from tests.space_envs import DictObs
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    d = experts.record(experts.Scripted(lambda e: DictObs.expert), "tests/space_envs.py:DictObs", 4, 0, "test")
+    arrays = {
+        "obs": d.obs,
+        "next_obs": d.next_obs,
+        "acts": d.acts,
+        "terminated": d.terminated,
+        "truncated": d.truncated,
+    }
+    assert isinstance(arrays["obs"], dict) and set(arrays["obs"]) == {"pos", "mode"}
+    s = gailkit.learn(DictObs, arrays, tmp_path / "run", total_steps=128, preset="tiny", quiet=True, log=lambda m: None)
+    assert s["env_steps"] == 128

@@ -54,7 +54,11 @@ def _as_demos(data: Any) -> demos_mod.Demos:
         raise ConfigError(f"demos: expected a path, a Demos or a dict of arrays, got {type(data).__name__}")
     from gailkit.data.demos.arrow_io import from_columns
 
-    cols = {k: np.asarray(v) for k, v in data.items() if v is not None}
+    cols = {  # a Dict observation: obs and next_obs as mappings of arrays
+        k: {e: np.asarray(a) for e, a in v.items()} if isinstance(v, Mapping) else np.asarray(v)
+        for k, v in data.items()
+        if v is not None
+    }
     missing = [k for k in ("obs", "next_obs") if k not in cols]
     if missing:
         raise ConfigError(f"demos: the dict has no {missing[0]!r} array (has: {', '.join(map(str, data))})")
