@@ -208,6 +208,16 @@ class BigDictObs(_Base):
         return int((np.argmax(np.asarray(obs["frame"])[0, :, 0]) < 20) != bool(obs["mode"]))
 
 
+class DictBoxAct(DictObs):
+    """DictObs's observations with Box(1) actions (for SB3's off-policy MultiInputPolicy experts)."""
+
+    action_space = gym.spaces.Box(-1, 1, (1,), np.float32)
+
+    @staticmethod
+    def expert(obs: Any) -> Any:
+        return np.array([np.sign(obs["pos"][0]) * (1 if obs["mode"] else -1)], np.float32)
+
+
 def tuple_expert(obs: Any) -> Any:
     return TupleObs.expert(obs)
 

@@ -98,28 +98,34 @@ def test_a_cnn_policy_trained_on_transposed_frames_plays_the_env_s_own_frames(tm
     assert [int(act(o)) for o in obs] == theirs.tolist()
 
 
-def test_a_multi_input_policy_on_dict_frames_plays_and_records_as_sb3_does(tmp_path):
-    """SB3's MultiInputPolicy (CombinedExtractor, its frame entry transposed channels first) is rebuilt
-    without unpickling, acts as SB3's own `predict` does, and records Dict demos that train."""
-    from stable_baselines3 import PPO
+@pytest.mark.parametrize(
+    "algo, name", [("PPO", "BigDictObs"), ("DQN", "BigDictObs"), ("SAC", "DictBoxAct"), ("TD3", "DictBoxAct")]
+)
+def test_a_multi_input_policy_on_dict_observations_plays_and_records_as_sb3_does(tmp_path, algo, name):
+    """SB3's MultiInputPolicy of each algorithm (CombinedExtractor, a frame entry transposed channels first) is
+    rebuilt without unpickling, acts as SB3's own `predict` does, and records Dict demos."""
+    import stable_baselines3
 
     from gailkit.data import demos
+    from tests import space_envs
     from tests.conftest import run_cli
-    from tests.space_envs import BigDictObs
 
-    env = "tests/space_envs.py:BigDictObs"
-    model = PPO("MultiInputPolicy", BigDictObs(), n_steps=32, batch_size=32, n_epochs=1, seed=0)
+    env, cls = f"tests/space_envs.py:{name}", getattr(space_envs, name)
+    extra = (
+        {"n_steps": 32, "batch_size": 32, "n_epochs": 1} if algo == "PPO" else {"learning_starts": 0, "buffer_size": 64}
+    )
+    model = getattr(stable_baselines3, algo)("MultiInputPolicy", cls(), seed=0, **extra)
     model.learn(32)
     model.save(tmp_path / "multi.zip")
     act, _, _ = experts.load_expert(str(tmp_path / "multi.zip"), env, deterministic=True)
-    space = BigDictObs.observation_space
+    space = cls.observation_space
     space.seed(0)
     obs = [space.sample() for _ in range(8)]
-    theirs = [int(model.predict(o, deterministic=True)[0]) for o in obs]
-    assert [int(act(o)) for o in obs] == theirs
+    theirs = np.array([model.predict(o, deterministic=True)[0] for o in obs])
+    assert np.allclose(np.array([act(o) for o in obs]), theirs, atol=1e-5)
     out = tmp_path / "multi.arrow"
     r = run_cli("demos", "record", "--expert", str(tmp_path / "multi.zip"), "--env", env, "--episodes", "2",
                 "--out", str(out))  # fmt: skip
     assert r.returncode == 0, r.stderr
     d = demos.load_file(out)
-    assert d.obs["frame"].shape == (32, 40, 40, 3) and d.meta.expert_return is not None
+    assert set(d.obs) == set(space.spaces) and len(d) == 32 and d.meta.expert_return is not None
