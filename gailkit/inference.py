@@ -66,7 +66,7 @@ class OnnxPolicy:
         }
         try:
             self.observation_space: dict[str, Any] = _space(json.loads(meta["observation_space"]))
-            self.action_space: dict[str, Any] = _space(json.loads(meta["action_space"]))
+            self.action_space: dict[str, Any] = _space(json.loads(meta["action_space"]), nested=True)  # never a Dict
         except (KeyError, ValueError, TypeError) as e:
             raise InferenceError(f"{path}: its gailkit metadata is malformed ({type(e).__name__}: {e})") from None
         obs = self.observation_space

@@ -233,3 +233,27 @@ def test_onnx_metadata_naming_code_is_not_loaded(exported, tmp_path):
     r = run_cli("infer", str(tmp_path / "evil.onnx"), "--episodes", "1")
     assert r.returncode == 2 and "which is code" in r.stderr and r.stderr.count("\n") == 1, r.stderr
     assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    "key, space, says",
+    [
+        ("action_space", {"type": "Dict", "spaces": {"a": {"type": "Discrete", "n": 2}}}, "malformed"),
+        ("observation_space", {"type": "Dict", "spaces": {"x": {"type": "Discrete", "n": 2}}}, r"takes \['obs'\]"),
+        ("observation_space", {"type": "Dict", "spaces": {"a/b": {"type": "Discrete", "n": 2}}}, "malformed"),
+        ("observation_space", {"type": "Dict", "spaces": {}}, "malformed"),
+    ],
+)
+def test_onnx_metadata_naming_dict_spaces_it_does_not_fit_is_one_line(exported, tmp_path, key, space, says):
+    """Metadata that names a Dict action space, a Dict observation the graph's inputs do not match, an entry
+    name with '/', or no entries: refused in one line, before any observation."""
+    import onnx
+
+    model = onnx.load(str(exported[0]))
+    for prop in model.metadata_props:
+        if prop.key == key:
+            prop.value = json.dumps(space)
+    path = tmp_path / "edited.onnx"
+    path.write_bytes(model.SerializeToString())
+    with pytest.raises(InferenceError, match=says):
+        OnnxPolicy(path)
