@@ -545,3 +545,29 @@ def test_dict_observations_round_trip_through_every_writer_and_imitations_dict_o
     back = demos.load(tmp_path / "imitation.pkl", env, envs.spaces(env))
     assert back.meta.format == "pickle/trajectories" and np.array_equal(back.obs["frame"], d.obs["frame"])
     assert np.array_equal(back.next_obs["vec"], d.next_obs["vec"]) and len(back) == len(d)
+
+
+@pytest.mark.parametrize(
+    "space",
+    [
+        {"type": "Dict", "spaces": {f"k{i}": {"type": "Discrete", "n": 2} for i in range(65)}},
+        {"type": "Dict", "spaces": {"a": {"type": "Dict", "spaces": {"b": {"type": "Discrete", "n": 2}}}}},
+        {"type": "Dict", "spaces": {"a/b": {"type": "Discrete", "n": 2}}},
+        {
+            "type": "Dict",
+            "spaces": {"a": {"type": "Box", "shape": [1 << 13, 1 << 12], "dtype": "uint8", "low": 0, "high": 1}},
+        },
+        {"type": "Dict", "spaces": ["a"]},
+    ],
+)
+def test_a_file_naming_a_dict_space_gailkit_cannot_read_is_one_line(tmp_path, space):
+    rng = np.random.default_rng(0)
+    obs = {"a": rng.integers(0, 2, 4)}
+    d = demos.Demos(
+        obs=obs, acts=np.zeros(4, np.int64), next_obs=obs, terminated=np.array([0, 0, 0, 1], bool),
+        truncated=np.zeros(4, bool), episode_id=np.zeros(4, np.int64), step=np.arange(4),
+        meta=demos.DemoMeta(observation_space=space, action_space={"type": "Discrete", "n": 2}),
+    )  # fmt: skip
+    path = demos.save(d, tmp_path / "d.arrow")
+    with pytest.raises(DemoError, match="metadata names a space gailkit cannot read"):
+        demos.check(demos.load_file(path))
