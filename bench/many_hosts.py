@@ -15,6 +15,8 @@ With `--lags 1` the fleet hands slots out again as soon as a round's fragments a
 With `--train`, the learner is `gailkit train` itself (GAIL with PPO updates between rounds, on demos
 relabelled for BusyCartPole), so a round trip and the update both cost: env steps per second over the
 rounds after the first two (the run's own clock), and the megabytes per second that came over the wire.
+`--train-env` names a registry env trained on its shipped demos instead (`ALE/Pong-v5`: 84x84 frame
+stacks, `experts/pong.gail.yaml`'s preprocessing; `--set` passes settings, e.g. `bc.epochs=1`).
 """
 
 from __future__ import annotations
@@ -102,7 +104,8 @@ def train_rate(args, hosts_n: int, rtt: float, lag: int, keys: Path, demos: Path
     argv = [*GAILKIT, "train", "--env", env, "--generator", "ppo", "--demos", str(demos), "--run-dir", str(run), "--quiet",
             "--actors", str(hosts_n), "--envs-per-actor", str(args.envs_per_actor), "--set", f"ppo.n_steps={args.n_steps}",
             "--set", "eval_every=0", "--set", "checkpoint_every=0", "--set", f"fleet.max_policy_lag={lag}",
-            "--total-steps", str((args.rounds + 2) * hosts_n * args.envs_per_actor * args.n_steps)]  # fmt: skip
+            "--total-steps", str((args.rounds + 2) * hosts_n * args.envs_per_actor * args.n_steps),
+            *(x for kv in args.set for x in ("--set", kv))]  # fmt: skip
     if local:
         subprocess.run([*argv, "--local-actors", str(hosts_n)], cwd=ROOT, check=True, capture_output=True, timeout=1800)
     else:
@@ -174,7 +177,9 @@ def main() -> None:
     p.add_argument("--n-steps", type=int, default=128)
     p.add_argument("--rounds", type=int, default=6)
     p.add_argument("--train", action="store_true", help="gailkit train as the learner (updates between rounds)")
-    p.add_argument("--train-env", default="busy", choices=["busy", "Hopper-v4", "HalfCheetah-v4", "CartPole-v1"],
+    p.add_argument("--set", action="append", default=[], help="with --train: a setting for every learner run")
+    p.add_argument("--train-env", default="busy",
+                   choices=["busy", "Hopper-v4", "HalfCheetah-v4", "CartPole-v1", "ALE/Pong-v5"],
                    help="with --train: BusyCartPole (1 ms a step), or a registry env with its shipped demos")  # fmt: skip
     p.add_argument("--out", type=Path, default=Path("bench/out/many_hosts.jsonl"))
     args = p.parse_args()
@@ -214,7 +219,7 @@ def main() -> None:
 
 
 def train_table(args, keys: Path, tmp: Path) -> None:
-    shipped = {"Hopper-v4": "hopper", "HalfCheetah-v4": "halfcheetah", "CartPole-v1": "cartpole"}
+    shipped = {"Hopper-v4": "hopper", "HalfCheetah-v4": "halfcheetah", "CartPole-v1": "cartpole", "ALE/Pong-v5": "pong"}
     demos = relabelled_demos(tmp) if args.train_env == "busy" else ROOT / "data" / f"{shipped[args.train_env]}.arrow"
     print(f"# learner: gailkit train on {args.train_env}", flush=True)
     print("| actors | where | added round trip | max_policy_lag | env steps/s | vs 1 actor, same link | wire MB/s "
