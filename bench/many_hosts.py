@@ -16,7 +16,8 @@ With `--train`, the learner is `gailkit train` itself (GAIL with PPO updates bet
 relabelled for BusyCartPole), so a round trip and the update both cost: env steps per second over the
 rounds after the first two (the run's own clock), and the megabytes per second that came over the wire.
 `--train-env` names a registry env trained on its shipped demos instead (`ALE/Pong-v5`: 84x84 frame
-stacks, `experts/pong.gail.yaml`'s preprocessing; `--set` passes settings, e.g. `bc.epochs=1`).
+stacks, `experts/pong.gail.yaml`'s preprocessing; `--set` passes settings, e.g. `bc.epochs=1`), and
+`--generator sac` makes the learner the off-policy one (rounds of `--n-steps` as `sac.n_steps`).
 """
 
 from __future__ import annotations
@@ -101,8 +102,10 @@ def train_rate(args, hosts_n: int, rtt: float, lag: int, keys: Path, demos: Path
     run = tmp / f"train-{hosts_n}-{rtt}-{lag}-{local}-{time.monotonic_ns()}"
     env = BUSY if args.train_env == "busy" else args.train_env
     allow = ["--env", BUSY] if env == BUSY else []  # a code env loads on an actor only when named there
-    argv = [*GAILKIT, "train", "--env", env, "--generator", "ppo", "--demos", str(demos), "--run-dir", str(run), "--quiet",
-            "--actors", str(hosts_n), "--envs-per-actor", str(args.envs_per_actor), "--set", f"ppo.n_steps={args.n_steps}",
+    steps_key = "sac.n_steps" if args.generator == "sac" else "ppo.n_steps"
+    argv = [*GAILKIT, "train", "--env", env, "--generator", args.generator, "--demos", str(demos), "--run-dir", str(run),
+            "--quiet", "--actors", str(hosts_n), "--envs-per-actor", str(args.envs_per_actor),
+            "--set", f"{steps_key}={args.n_steps}",
             "--set", "eval_every=0", "--set", "checkpoint_every=0", "--set", f"fleet.max_policy_lag={lag}",
             "--total-steps", str((args.rounds + 2) * hosts_n * args.envs_per_actor * args.n_steps),
             *(x for kv in args.set for x in ("--set", kv))]  # fmt: skip
@@ -178,8 +181,9 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=6)
     p.add_argument("--train", action="store_true", help="gailkit train as the learner (updates between rounds)")
     p.add_argument("--set", action="append", default=[], help="with --train: a setting for every learner run")
+    p.add_argument("--generator", default="ppo", choices=["ppo", "sac"], help="with --train: the learner's generator")
     p.add_argument("--train-env", default="busy",
-                   choices=["busy", "Hopper-v4", "HalfCheetah-v4", "CartPole-v1", "ALE/Pong-v5"],
+                   choices=["busy", "Hopper-v4", "HalfCheetah-v4", "CartPole-v1", "Pendulum-v1", "ALE/Pong-v5"],
                    help="with --train: BusyCartPole (1 ms a step), or a registry env with its shipped demos")  # fmt: skip
     p.add_argument("--out", type=Path, default=Path("bench/out/many_hosts.jsonl"))
     args = p.parse_args()
@@ -219,9 +223,10 @@ def main() -> None:
 
 
 def train_table(args, keys: Path, tmp: Path) -> None:
-    shipped = {"Hopper-v4": "hopper", "HalfCheetah-v4": "halfcheetah", "CartPole-v1": "cartpole", "ALE/Pong-v5": "pong"}
+    shipped = {"Hopper-v4": "hopper", "HalfCheetah-v4": "halfcheetah", "CartPole-v1": "cartpole", "Pendulum-v1": "pendulum",
+               "ALE/Pong-v5": "pong"}  # fmt: skip
     demos = relabelled_demos(tmp) if args.train_env == "busy" else ROOT / "data" / f"{shipped[args.train_env]}.arrow"
-    print(f"# learner: gailkit train on {args.train_env}", flush=True)
+    print(f"# learner: gailkit train on {args.train_env}, generator {args.generator}", flush=True)
     print("| actors | where | added round trip | max_policy_lag | env steps/s | vs 1 actor, same link | wire MB/s "
           "| update s per round |")  # fmt: skip
     print("| --- | --- | --- | --- | --- | --- | --- | --- |", flush=True)
