@@ -224,3 +224,11 @@ def test_dict_observations_of_every_entry_kind_through_actor_processes_sac_resum
         pi.predict(d.obs["vec"][0])
     with pytest.raises(InferenceError, match="'obs/frame' of shape"):
         pi.predict({**one, "frame": np.zeros((4, 4), np.uint8)})
+
+
+def test_a_dict_observation_with_a_frame_stack_is_refused_before_any_episode_is_recorded(tmp_path):
+    out = tmp_path / "d.arrow"
+    r = run_cli("demos", "record", "--env", "tests/space_envs.py:DictObs", "--expert", "tests/space_envs.py:dict_expert",
+                "--episodes", "2", "--frame-stack", "2", "--out", str(out))  # fmt: skip
+    assert r.returncode == 2 and "frame stacks need a Box" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not out.exists()

@@ -225,6 +225,11 @@ def record(
     env = envs.make_factory(dataclasses.replace(env_cfg, kwargs={**env_cfg.kwargs, **extra}), allow_code)()
     # with a frame stack the expert sees the stack; the file holds one frame a step (stacks.rebuild reads it back)
     frame = (lambda o: np.asarray(o)[-1]) if env_cfg.frame_stack > 1 else (lambda o: o)
+    try:  # what the file will hold, known before anything is recorded (a Dict with a frame stack: one line)
+        stored = demos.space_to_json(stacks.stored_space(env.observation_space, env_cfg.frame_stack))
+    except BaseException:
+        env.close()
+        raise
     if isinstance(policy, Scripted):
         policy = policy.bind(env)
     cols: dict[str, list] = {
@@ -245,7 +250,7 @@ def record(
                 obs, t, done = next_obs, t + 1, term or trunc
         meta = demos.DemoMeta(
             env_id=env_cfg.id,
-            observation_space=demos.space_to_json(stacks.stored_space(env.observation_space, env_cfg.frame_stack)),
+            observation_space=stored,
             action_space=demos.space_to_json(env.action_space),
             source=source,
             gailkit_version=__version__,
