@@ -259,7 +259,4 @@ class Learner:
             self.replay = []
 
 
-def _flat(a: Any) -> Any:
-    """(T, E, ...) -> (T * E, ...) (every entry of a Dict observation)."""
-    t, e = obs_tree.first(a).shape[:2]
-    return obs_tree.reshape_lead(a, (t * e,), 2)
+_flat = obs_tree.merge_steps  # (T, E, ...) -> (T * E, ...), every entry of a Dict observation

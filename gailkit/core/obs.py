@@ -13,9 +13,18 @@ from typing import Any
 
 import numpy as np
 
+MAX_ENTRIES = 64
+"""Entries of a Dict observation, at most (a bound on what a file's or a model's metadata may declare)."""
+
 Obs = Any
 """`np.ndarray | dict[str, np.ndarray]`; Any, since most code holds one kind and indexes it as such."""
 SEP = "/"
+
+
+def is_entry_name(key: Any) -> bool:
+    """Whether `key` can name a Dict entry everywhere it travels (columns and ONNX inputs `obs/<key>`):
+    a non-empty string without the separator."""
+    return isinstance(key, str) and bool(key) and SEP not in key
 
 
 def is_dict(x: Any) -> bool:
@@ -52,6 +61,11 @@ def reshape_lead(x: Any, lead: tuple[int, ...], n_lead: int = 1) -> Any:
     return tmap(lambda v: v.reshape(*lead, *v.shape[n_lead:]), x)
 
 
+def merge_steps(x: Any) -> Any:
+    """(T, E, ...) -> (T * E, ...) for every array: a fragment's steps of all its envs, one row each."""
+    return tmap(lambda v: np.asarray(v).reshape(v.shape[0] * v.shape[1], *v.shape[2:]), x)
+
+
 def first(x: Any) -> np.ndarray:
     """The first array (a dict's first entry): for leading-axis lengths."""
     return next(iter(x.values())) if is_dict(x) else x
@@ -69,10 +83,6 @@ def asarray(x: Any) -> Any:
     return tmap(np.asarray, x)
 
 
-def copy(x: Any) -> Any:
-    return tmap(np.array, x)
-
-
 def shapes(x: Any, skip: int = 0) -> Any:
     """Shape of each array without its first `skip` axes (a dict of them for a dict)."""
     return tmap(lambda v: tuple(v.shape[skip:]), x)
@@ -83,11 +93,6 @@ def items(x: Any, name: str) -> list[tuple[str, np.ndarray]]:
     if is_dict(x):
         return [(f"{name}{SEP}{k}", v) for k, v in x.items()]
     return [(name, x)]
-
-
-def columns(name: str, x: Any) -> dict[str, np.ndarray]:
-    """The Arrow columns of field `name`: one for an array, `name/key` per dict entry."""
-    return dict(items(x, name))
 
 
 def from_columns(name: str, cols: Mapping[str, Any], keys: Sequence[str] | None = None) -> Any:

@@ -110,7 +110,7 @@ _STEP_FIELDS = ("obs", "acts", "next_obs", "terminated", "truncated", "log_probs
 def encode_fragment(f: Fragment) -> bytes:
     t, e = f.n_steps, f.n_envs
     cols = {  # a Dict observation travels as one column per entry (`obs/key`)
-        name: arrow_tensors.to_arrow(np.asarray(arr).reshape(t * e, *arr.shape[2:]))
+        name: arrow_tensors.to_arrow(obs_tree.merge_steps(arr))
         for field in _STEP_FIELDS
         for name, arr in obs_tree.items(getattr(f, field), field)
     }

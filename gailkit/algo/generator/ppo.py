@@ -93,7 +93,7 @@ class PPOGenerator:
         buf = self.ppo.rollout_buffer
         if (buf.buffer_size, buf.n_envs) != (t, e):
             raise ValueError(f"fragment is {t} steps x {e} envs, PPO expects {buf.buffer_size} x {buf.n_envs}")
-        values = self.values(obs_tree.reshape_lead(frag.obs, (t * e,), 2)).reshape(t, e)
+        values = self.values(obs_tree.merge_steps(frag.obs)).reshape(t, e)
         rewards = np.asarray(rewards, np.float32).copy()
         # Time-limit truncation is not a real end: bootstrap from the final observation's value
         # (what SB3's collect_rollouts does, see SB3 issue 633).

@@ -71,10 +71,11 @@ class Replay:
 
     def sample(self, n: int, rng: np.random.Generator) -> tuple[Any, ...]:
         """`n` transitions drawn uniformly: (obs, acts, next_obs, terminated)."""
-        return self._fields(rng.integers(0, self.size, n))
+        idx = rng.integers(0, self.size, n)
+        return self._fields({k: v[idx] for k, v in self.data.items()})
 
-    def _fields(self, idx: np.ndarray) -> tuple[Any, ...]:
-        cols = {k: v[idx] for k, v in self.data.items()}
+    def _fields(self, cols: dict[str, np.ndarray]) -> tuple[Any, ...]:
+        """(obs, acts, next_obs, terminated) from columns (a Dict observation's entries gathered)."""
         return tuple(obs_tree.from_columns(f, cols, self.keys if f.endswith("obs") else None) for f in FIELDS)
 
     def _ordered(self) -> dict[str, np.ndarray]:
@@ -110,5 +111,4 @@ class Replay:
                 raise ValueError(f"replay column {k} is {cols[k].shape[1:]} {cols[k].dtype}, expected {shape} {dtype}")
         n = min(table.num_rows, self.capacity)
         self.pos = self.size = 0
-        kept = {k: v[table.num_rows - n :] for k, v in cols.items()}
-        self.add(*(obs_tree.from_columns(f, kept, self.keys if f.endswith("obs") else None) for f in FIELDS))
+        self.add(*self._fields({k: v[table.num_rows - n :] for k, v in cols.items()}))

@@ -113,7 +113,7 @@ class SACGenerator:
         if relabel is None:
             raise ValueError("the off-policy generator needs the learner's relabel function")
         n = frag.n_steps * frag.n_envs
-        flat = [obs_tree.reshape_lead(a, (n,), 2) for a in (frag.obs, frag.acts, frag.next_obs, frag.terminated)]
+        flat = [obs_tree.merge_steps(a) for a in (frag.obs, frag.acts, frag.next_obs, frag.terminated)]
         self.replay.add(*flat)
         stats = {"replay/size": float(self.replay.size)}
         if self.replay.size < max(self.cfg.learning_starts, self.cfg.batch_size) or not train_policy:
