@@ -94,6 +94,14 @@ def _entries(space: Any) -> dict[str, Any]:
     return dict(space.spaces) if isinstance(getattr(space, "spaces", None), dict) else {"": space}
 
 
+def _shaped(obs: np.ndarray, space: Any) -> np.ndarray:
+    """Observations in the space's shape (Minari's Arrow storage keeps frames flat)."""
+    shape = tuple(space.shape or ())
+    if len(shape) > 1 and obs.ndim == 2 and obs.shape[1] == int(np.prod(shape)):
+        return obs.reshape(len(obs), *shape)
+    return obs
+
+
 def peek_env_id(path: str | Path) -> str | None:
     return _metadata(resolve(path))["env_id"]
 
@@ -121,16 +129,7 @@ def read(path: str | Path) -> Demos:
         obs, n = ep["observations"], len(ep["actions"])
         if obs_tree.is_dict(obs) != ("" not in spaces) or (obs_tree.is_dict(obs) and set(obs) != set(spaces)):
             raise DemoError(f"{data}: episode {i}'s observations do not match the metadata's space {meta['obs_space']}")
-        obs = obs_tree.tmap(lambda o: o, obs)
-        for key, sub in spaces.items():
-            o = obs[key] if key else obs
-            shape = tuple(sub.shape or ())
-            if len(shape) > 1 and o.ndim == 2 and o.shape[1] == int(np.prod(shape)):
-                o = o.reshape(len(o), *shape)  # Arrow storage keeps frames flat
-            if key:
-                obs[key] = o
-            else:
-                obs = o
+        obs = {k: _shaped(obs[k], spaces[k]) for k in spaces} if obs_tree.is_dict(obs) else _shaped(obs, spaces[""])
         if obs_tree.length(obs) != n + 1:
             raise DemoError(
                 f"{data}: episode {i} has {obs_tree.length(obs)} observations for {n} actions (Minari stores T + 1)"
