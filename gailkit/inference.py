@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from gailkit.core import obs as obs_tree
 from gailkit.core.errors import GailkitError
 
 
@@ -73,7 +74,8 @@ class OnnxPolicy:
         # input name -> (shape, dtype): `obs`, or `obs/<key>` per entry of a Dict observation
         entries = obs["spaces"] if obs["type"] == "Dict" else {"": obs}
         self.inputs: dict[str, tuple[tuple[int, ...], np.dtype]] = {
-            f"obs/{k}" if k else "obs": (tuple(sub["shape"]), np.dtype(sub["dtype"])) for k, sub in entries.items()
+            f"obs{obs_tree.SEP}{k}" if k else "obs": (tuple(sub["shape"]), np.dtype(sub["dtype"]))
+            for k, sub in entries.items()
         }
         self.keys: list[str] | None = list(entries) if obs["type"] == "Dict" else None
         self.obs_shape, self.obs_dtype = self.inputs.get("obs", ((), np.dtype("float32")))
@@ -97,7 +99,7 @@ class OnnxPolicy:
         if self.keys is None:
             parts = {"obs": obs}
         elif isinstance(obs, dict) and set(obs) == set(self.keys):
-            parts = {f"obs/{k}": obs[k] for k in self.keys}
+            parts = {f"obs{obs_tree.SEP}{k}": obs[k] for k in self.keys}
         else:
             has = sorted(obs) if isinstance(obs, dict) else type(obs).__name__
             raise InferenceError(f"observation {has}; expected a mapping of {self.keys} for {self.env_id}")
@@ -145,7 +147,6 @@ def _entry(value: Any, shape: tuple[int, ...], dtype: np.dtype, name: str, env_i
 
 
 _KINDS = {"Box", "Discrete", "MultiDiscrete", "MultiBinary"}
-MAX_ENTRIES = 64
 
 
 def _space(d: Any, nested: bool = False) -> dict[str, Any]:
@@ -153,9 +154,9 @@ def _space(d: Any, nested: bool = False) -> dict[str, Any]:
     numeric dtype; `shape` and `dtype` filled in for the discrete kinds; a Dict of those, one level."""
     if isinstance(d, dict) and d.get("type") == "Dict" and not nested:
         entries = d.get("spaces")
-        if not isinstance(entries, dict) or not 1 <= len(entries) <= MAX_ENTRIES:
-            raise ValueError(f"a Dict space needs 1 to {MAX_ENTRIES} entries")
-        if not all(isinstance(k, str) and k and "/" not in k for k in entries):
+        if not isinstance(entries, dict) or not 1 <= len(entries) <= obs_tree.MAX_ENTRIES:
+            raise ValueError(f"a Dict space needs 1 to {obs_tree.MAX_ENTRIES} entries")
+        if not all(obs_tree.is_entry_name(k) for k in entries):
             raise ValueError("a Dict space's entry names must be non-empty strings without '/'")
         return {"type": "Dict", "spaces": {k: _space(v, nested=True) for k, v in entries.items()}}
     if not isinstance(d, dict) or d.get("type") not in _KINDS:

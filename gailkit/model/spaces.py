@@ -6,6 +6,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
+from gailkit.core import obs as obs_tree
 from gailkit.core.errors import GailkitError
 
 SUPPORTED = "Box, Discrete, MultiDiscrete, MultiBinary, or a Dict of those"
@@ -26,7 +27,7 @@ def check_space(space: gym.Space, what: str = "observation space") -> None:
     """Raise `UnsupportedSpace` (one line naming the space) unless some encoder fits `space`."""
     if isinstance(space, gym.spaces.Dict):
         for key, sub in space.spaces.items():
-            if not isinstance(key, str) or not key or "/" in key:
+            if not obs_tree.is_entry_name(key):
                 raise UnsupportedSpace(f"{what} {space}: entry {key!r} needs a name, a non-empty string without '/'")
             if isinstance(sub, gym.spaces.Dict):
                 raise UnsupportedSpace(

@@ -25,6 +25,7 @@ import torch as th
 
 from gailkit import __version__, inference
 from gailkit.core import fsutil
+from gailkit.core import obs as obs_tree
 from gailkit.core.errors import GailkitError
 from gailkit.model import policy
 from gailkit.run import checkpoint, rundir
@@ -57,7 +58,7 @@ class _Exported(th.nn.Module):
 
 def input_names(space: gym.Space) -> list[str]:
     """`obs`, or `obs/<key>` per entry of a Dict space."""
-    return [f"obs/{k}" for k in space.spaces] if isinstance(space, gym.spaces.Dict) else ["obs"]
+    return [f"obs{obs_tree.SEP}{k}" for k in space.spaces] if isinstance(space, gym.spaces.Dict) else ["obs"]
 
 
 def _sample_obs(space: gym.Space, n: int, rng: np.random.Generator) -> list[np.ndarray]:

@@ -117,14 +117,13 @@ class Demos:
     def dones(self) -> np.ndarray:
         return self.terminated | self.truncated
 
+    def fields(self) -> dict[str, Any]:
+        """Field name -> its array (a Dict observation: its dict of arrays), the absent ones left out."""
+        return {name: getattr(self, name) for name in COLUMNS if getattr(self, name) is not None}
+
     def columns(self) -> dict[str, np.ndarray]:
         """Column name -> array; a Dict observation gives one column per entry (`obs/key`)."""
-        return {
-            label: arr
-            for name in COLUMNS
-            if getattr(self, name) is not None
-            for label, arr in obs_tree.items(getattr(self, name), name)
-        }
+        return {label: arr for name, x in self.fields().items() for label, arr in obs_tree.items(x, name)}
 
     @property
     def has_actions(self) -> bool:

@@ -19,7 +19,7 @@ from gailkit.core import fsutil, limits
 from gailkit.core import obs as obs_tree
 from gailkit.core.errors import DemoError
 from gailkit.data.demos.arrow_io import from_columns
-from gailkit.data.demos.core import COLUMNS, DemoMeta, Demos
+from gailkit.data.demos.core import DemoMeta, Demos
 from gailkit.data.demos.unpickler import RECORDS, RefusedGlobal, RestrictedUnpickler, peek_env_id
 
 __all__ = ["RECORDS", "RefusedGlobal", "RestrictedUnpickler", "peek_env_id", "read", "write"]
@@ -83,7 +83,7 @@ def _array(value: Any, name: str, path: Path, where: str = "") -> Any:
             raise DemoError(f"{path}: {where}'{name}' is a mapping; only observations may be (a Dict space)")
         out = {}
         for key, sub in entries.items():
-            if not isinstance(key, str) or not key or obs_tree.SEP in key or isinstance(sub, dict):
+            if not obs_tree.is_entry_name(key) or isinstance(sub, dict):
                 raise DemoError(f"{path}: {where}'{name}' entry {str(key)[:40]!r}: a name without '/', of an array")
             out[key] = _array(sub, f"{name}/{key}", path, where)
         return out
@@ -202,8 +202,7 @@ def write(demos: Demos, path: Path, layout: str = "dict") -> None:
     """`layout="dict"`: a dict of arrays with gailkit metadata (lossless). `"trajectories"`: a
     list of imitation `TrajectoryWithRew` / `Trajectory` for imitation's own tools."""
     if layout == "dict":
-        fields = {name: getattr(demos, name) for name in COLUMNS if getattr(demos, name) is not None}
-        obj: Any = {**fields, "metadata": demos.meta.to_json()}  # a Dict observation stays a dict of arrays
+        obj: Any = {**demos.fields(), "metadata": demos.meta.to_json()}  # a Dict observation stays a dict of arrays
     elif layout == "trajectories":
         from gailkit.data.demos.imitation_adapter import to_trajectories
 

@@ -48,22 +48,16 @@ def space_to_json(space: gym.Space) -> dict[str, Any]:
 
 
 MAX_SPACE_SIZE = 1 << 24  # elements of one observation or action, at most (a guard against hostile metadata)
-MAX_DICT_ENTRIES = 64
 
 
 def _dict_space(d: dict[str, Any]) -> gym.spaces.Dict:
-    """A Dict space of one level (entries of the other kinds), at most `MAX_DICT_ENTRIES` of them."""
+    """A Dict space of one level (entries of the other kinds), at most `obs.MAX_ENTRIES` of them."""
     entries = d.get("spaces", d.get("subspaces"))  # Minari's metadata names them `subspaces`
-    if not isinstance(entries, dict) or not 1 <= len(entries) <= MAX_DICT_ENTRIES:
-        raise ValueError(f"a Dict space needs 1 to {MAX_DICT_ENTRIES} entries under 'spaces'")
+    if not isinstance(entries, dict) or not 1 <= len(entries) <= obs_tree.MAX_ENTRIES:
+        raise ValueError(f"a Dict space needs 1 to {obs_tree.MAX_ENTRIES} entries under 'spaces'")
     subs = {}
     for k, sub in entries.items():
-        if (
-            not isinstance(k, str)
-            or not k
-            or obs_tree.SEP in k
-            or (isinstance(sub, dict) and sub.get("type") == "Dict")
-        ):
+        if not obs_tree.is_entry_name(k) or (isinstance(sub, dict) and sub.get("type") == "Dict"):
             raise ValueError(f"Dict entry {str(k)[:40]!r}: a non-empty name without '/', of a space that is not a Dict")
         subs[k] = space_from_json(sub)
     total = sum(int(np.prod(s.shape or (1,))) for s in subs.values())
