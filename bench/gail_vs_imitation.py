@@ -102,6 +102,19 @@ def first_reaching(curve, target, r_random, r_expert):
     return None, None
 
 
+def scored(res: dict, target: float = 0.9) -> dict:
+    """A run's `curve` against its references (`expert`, `random` returns): env steps and seconds to `target`
+    of the expert, and its best and final returns as table cells, each with its normalized score."""
+    r_exp, r_rand = res["expert"], res["random"]
+    steps, seconds = first_reaching(res["curve"], target, r_rand, r_exp)
+    rets = [c[2] for c in res["curve"]]
+
+    def cell(ret: float) -> str:
+        return f"{ret:.0f} ({(ret - r_rand) / (r_exp - r_rand):.2f})"
+
+    return {"steps": steps, "seconds": seconds, "best": cell(max(rets)), "final": cell(rets[-1])}
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--env", required=True)

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import torch as th
-from gail_vs_imitation import eval_curve, first_reaching
+from gail_vs_imitation import eval_curve, scored
 
 from gailkit.core.fragments import Weights
 from gailkit.rollout import fleet
@@ -82,19 +82,13 @@ def main() -> None:
         for seed in args.seeds:
             for lag in args.lags:
                 res = run(args, lag, seed, Path(tmp))
-                r_exp, r_rand = res["expert"], res["random"]
-
-                def norm(ret, r_exp=r_exp, r_rand=r_rand):
-                    return (ret - r_rand) / (r_exp - r_rand)
-
-                steps, _ = first_reaching(res["curve"], 0.9, r_rand, r_exp)
-                rets = [c[2] for c in res["curve"]]
+                s = scored(res)
+                steps = s["steps"]
                 with open(args.out, "a") as f:
                     f.write(json.dumps({"env": args.env, "lag": lag, "seed": seed, **res}) + "\n")
                 print(
-                    f"| {lag} | {lag * res['round_steps']:,} | {seed} | {r_exp:.0f} | {r_rand:.0f} | "
-                    f"{f'{steps:,}' if steps else '-'} | {max(rets):.0f} ({norm(max(rets)):.2f}) | "
-                    f"{rets[-1]:.0f} ({norm(rets[-1]):.2f}) |",
+                    f"| {lag} | {lag * res['round_steps']:,} | {seed} | {res['expert']:.0f} | {res['random']:.0f} | "
+                    f"{f'{steps:,}' if steps else '-'} | {s['best']} | {s['final']} |",
                     flush=True,
                 )
 

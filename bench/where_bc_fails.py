@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 import torch as th
-from gail_vs_imitation import eval_curve, first_reaching  # the same curve and threshold
+from gail_vs_imitation import eval_curve, scored  # the same curve and threshold
 
 from gailkit.data import demos
 from gailkit.run import checkpoint, metrics, train
@@ -97,20 +97,14 @@ def main() -> None:
             demo_file = make_demos(args.env, args.protocol, seed, Path(tmp))
             for arm in args.arms:
                 res = run_arm(args, arm, seed, demo_file, Path(tmp))
-                r_exp, r_rand = res["expert"], res["random"]
-
-                def norm(ret, r_exp=r_exp, r_rand=r_rand):
-                    return (ret - r_rand) / (r_exp - r_rand)
-
-                steps, secs = first_reaching(res["curve"], 0.9, r_rand, r_exp)
-                rets = [c[2] for c in res["curve"]]
-                best, final = max(rets), rets[-1]
+                s = scored(res)
+                secs = s["seconds"]
                 row = {"env": args.env, "protocol": args.protocol, "arm": arm, "seed": seed, **res}
                 with open(args.out, "a") as f:
                     f.write(json.dumps(row) + "\n")
                 print(
-                    f"| {arm} | {seed} | {r_exp:.0f} | {r_rand:.0f} | {steps if steps else '-'} | "
-                    f"{f'{secs:.0f}' if secs else '-'} | {best:.0f} ({norm(best):.2f}) | {final:.0f} ({norm(final):.2f}) |",
+                    f"| {arm} | {seed} | {res['expert']:.0f} | {res['random']:.0f} | {s['steps'] or '-'} | "
+                    f"{f'{secs:.0f}' if secs else '-'} | {s['best']} | {s['final']} |",
                     flush=True,
                 )
 
