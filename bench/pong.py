@@ -4,6 +4,7 @@ stacks cost on disk and in memory, and what a fragment of Pong frames costs on t
     python bench/pong.py --demos data/pong.arrow --random-episodes 10
     python bench/pong.py --demos data/pong.arrow --bc           # BC alone on the same demos
     python bench/pong.py --summarize runs/pong                   # a `gailkit train` run's curve
+    python bench/pong.py --train-memory                          # peak memory of a one-round train
 
 `--bc` trains gailkit's BC warm start alone (one round in which the cloned policy is not trained: the
 critic warm-up) and evaluates it as a run does. `--summarize` reads a run's metrics: env steps and
@@ -18,6 +19,9 @@ from __future__ import annotations
 
 import argparse
 import platform
+import resource
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -92,6 +96,20 @@ def behaviour_cloning_alone(demos_path: Path, episodes: int) -> None:
     )
 
 
+def train_memory(demos_path: Path) -> None:
+    """Peak resident memory of a `gailkit train` of one round (1,024 env steps, BC warm start of one epoch,
+    in-process collection) on the demos: reading them, the expert pool, BC's copy, the CNNs."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-c", "from gailkit.cli import main; main()", "train", "--env", ENV.id, "--demos",
+               str(demos_path), "--run-dir", f"{tmp}/run", "--set", "total_steps=1024", "--set", "bc.epochs=1", "--set", "eval_episodes=1",
+               "--quiet"]  # fmt: skip
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        secs = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1e3
+    print(f"gailkit train, one round on {demos_path}: peak RSS {peak:,.0f} MB, {secs:.0f} s")
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--demos", type=Path, default=Path("data/pong.arrow"))
@@ -99,7 +117,10 @@ def main() -> None:
     p.add_argument("--bc", action="store_true", help="BC alone on the demos instead")
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--summarize", type=Path, help="a gailkit train run's folder: its curve instead")
+    p.add_argument("--train-memory", action="store_true", help="peak memory of a one-round train instead")
     args = p.parse_args()
+    if args.train_memory:
+        return train_memory(args.demos)
     if args.summarize:
         return summarize(args.summarize)
     if args.bc:
@@ -124,10 +145,12 @@ def main() -> None:
         f"{size / len(frames):.0f} B/transition; frames in memory {stacks.nbytes(frames) / 1e6:.0f} MB "
         f"({stacks.nbytes(frames) / size:.0f}:1), read in {read_s:.1f} s"
     )
+    held, built = stacks.nbytes(d), stacks.built_nbytes(d)
     print(
-        f"stacks of {ENV.frame_stack} rebuilt in {stack_s:.1f} s: {stacks.nbytes(d) / 1e6:.0f} MB in memory "
-        f"({stacks.nbytes(d) / len(d) / 1024:.1f} KiB/transition; stored stacked and uncompressed the file "
-        f"would be {stacks.nbytes(d) / size:.0f}x this one)"
+        f"stacks of {ENV.frame_stack} rebuilt in {stack_s:.1f} s, held as frames and an index: {held / 1e6:.0f} MB "
+        f"in memory ({held / len(d) / 1024:.1f} KiB/transition); built whole they would take {built / 1e6:.0f} MB "
+        f"({built / held:.1f}x; stored stacked and uncompressed the file would be {built / size:.0f}x this one); "
+        f"peak RSS so far {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3:.0f} MB"
     )
     enc, raw = fragment_bytes(d)
     print(f"wire: a 256-step x 8-env fragment of Pong frames: {enc / 1e6:.2f} MB encoded, {raw / 1e6:.1f} MB raw "

@@ -18,7 +18,9 @@ from gymnasium.wrappers import FrameStackObservation  # noqa: E402
 
 from gailkit.config import EnvConfig  # noqa: E402
 from gailkit.core.errors import DemoError, InputError  # noqa: E402
+from gailkit.core.framestacks import FrameStacks  # noqa: E402
 from gailkit.data import demos, envs  # noqa: E402
+from gailkit.data.demos import stacks  # noqa: E402
 from tests.conftest import run_cli  # noqa: E402
 from tests.space_envs import ImageObs  # noqa: E402
 
@@ -58,23 +60,43 @@ def test_stacks_rebuilt_from_one_frame_a_step_are_gymnasiums_own(tmp_path):
         demos.load(sub, "tests/space_envs.py:ImageObs", (stacked_space, ImageObs.action_space), frame_stack=3)
 
 
-def test_rebuilt_stacks_over_the_memory_budget_are_refused_before_they_are_built(tmp_path, monkeypatch):
+def test_rebuilt_stacks_are_held_as_frames_and_refused_over_the_memory_budget_before_they_are_built(
+    tmp_path, monkeypatch
+):
     out = tmp_path / "frames.arrow"
     r = run_cli("demos", "record", "--env", "tests/space_envs.py:ImageObs", "--expert",
                 "tests/space_envs.py:image_expert", "--episodes", "30", "--out", str(out))  # fmt: skip
     assert r.returncode == 0, r.stderr
-    n = len(demos.load_file(out))
-    frame = 12 * 12 * 3
-    assert 2 * n * 16 * frame > 1 << 20 > out.stat().st_size  # the file fits the budget, its 16-frame stacks do not
+    raw = demos.load_file(out)
+    n, frame = len(raw), 12 * 12 * 3
     monkeypatch.setenv("GAILKIT_MEMORY_BUDGET", "1M")
+    # 16-frame stacks built whole would take 2 * n * 16 frames, past the budget; held as frames they fit
+    assert 2 * n * 16 * frame > 1 << 20 > 2 * n * (frame + 8 * 16)
     stacked_space = FrameStackObservation(ImageObs(), 16).observation_space
-    with pytest.raises(
-        InputError, match=r"frames.arrow: env.frame_stack 16 rebuilds: declares .*GAILKIT_MEMORY_BUDGET"
-    ):
-        demos.load(out, "tests/space_envs.py:ImageObs", (stacked_space, ImageObs.action_space), frame_stack=16)
-    stacked_space = FrameStackObservation(ImageObs(), 2).observation_space
-    d = demos.load(out, "tests/space_envs.py:ImageObs", (stacked_space, ImageObs.action_space), frame_stack=2)
-    assert d.obs.shape == (n, 2, 12, 12, 3)
+    d = demos.load(out, "tests/space_envs.py:ImageObs", (stacked_space, ImageObs.action_space), frame_stack=16)
+    assert isinstance(d.obs, FrameStacks) and d.obs.frames is d.next_obs.frames
+    assert d.obs.shape == d.next_obs.shape == (n, 16, 12, 12, 3)
+    # each step's frame once, plus one next frame per episode end (30 episodes)
+    assert len(d.obs.frames) == n + 30
+    assert stacks.built_nbytes(d) > 10 * stacks.nbytes(d)
+    # what a minibatch reads is what the stacks are: gymnasium's own, row for row
+    want_obs, want_next = _stacked_rollouts(16, 30)
+    rows = np.random.default_rng(0).integers(0, n, 64)
+    np.testing.assert_array_equal(d.obs[rows], want_obs[rows])
+    np.testing.assert_array_equal(d.next_obs[rows], want_next[rows])
+    # what the frames and their index would hold past the budget: refused in one line, before anything is built
+    big = demos.Demos(
+        obs=np.zeros((2000, 12, 12, 3), np.uint8),
+        acts=np.zeros(2000, np.int64),
+        next_obs=np.zeros((2000, 12, 12, 3), np.uint8),
+        terminated=np.arange(2000) % 100 == 99,
+        truncated=np.zeros(2000, bool),
+        episode_id=np.arange(2000) // 100,
+        step=np.arange(2000) % 100,
+        meta=demos.DemoMeta(path="big.arrow"),
+    )
+    with pytest.raises(InputError, match=r"big.arrow: env.frame_stack 16 rebuilds: declares .*GAILKIT_MEMORY_BUDGET"):
+        stacks.rebuild(big, 16, stacked_space)
 
 
 def test_frames_are_written_compressed_and_vectors_are_not(tmp_path):
@@ -144,3 +166,57 @@ def test_an_atari_setting_that_cannot_apply_is_one_line(tmp_path):
     r = run_cli("train", "--env", "ALE/Pong-v5", "--set", "env.preprocess=atari", "--set", "env.kwargs.frameskip=4",
                 "--run-dir", str(tmp_path / "run"))  # fmt: skip
     assert r.returncode == 2 and "frameskip" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_frame_stacks_held_as_frames_train_the_discriminator_and_bc_exactly_as_the_built_stacks_do(tmp_path):
+    """The expert pool (with its absorbing rows) and behaviour cloning read the same minibatches from frames
+    and an index as from the stacks built whole: the same losses and the same weights, step for step."""
+    import torch as th
+
+    from gailkit.algo.discriminator import Discriminator
+    from gailkit.algo.generator.ppo import PPOGenerator
+    from gailkit.algo.learner import expert_data
+    from gailkit.config import DiscConfig, PolicyConfig, PPOConfig
+
+    out = tmp_path / "frames.arrow"
+    r = run_cli("demos", "record", "--env", "tests/space_envs.py:ImageObs", "--expert",
+                "tests/space_envs.py:image_expert", "--episodes", "4", "--out", str(out))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    space = FrameStackObservation(ImageObs(), 4).observation_space
+    d = demos.load(out, "tests/space_envs.py:ImageObs", (space, ImageObs.action_space), frame_stack=4)
+    assert isinstance(d.obs, FrameStacks)
+    ends = d.dones  # this env's episodes end by time limit: taken as terminations, absorbing rows join the pool
+    built = (np.asarray(d.obs), np.asarray(d.next_obs))
+    gen = {k: np.random.default_rng(1).integers(0, 256, (64, *space.shape), np.uint8) for k in ("obs", "next")}
+    losses, weights, pools = [], [], []
+    for obs, next_obs in [(d.obs, d.next_obs), built]:
+        th.manual_seed(0)
+        cfg = DiscConfig(net_arch=[16], use_next_state=True, absorbing=True, grad_penalty=1.0)
+        disc = Discriminator(space, ImageObs.action_space, cfg, "cpu", "gail")
+        expert = expert_data(disc, obs, d.acts, next_obs, ends)
+        assert isinstance(expert.batch.obs, FrameStacks) == (obs is d.obs)  # the pool holds frames, not stacks
+        pools.append(expert.batch[th.arange(len(expert.batch))])
+        g = disc.batch(gen["obs"], np.zeros(64, np.int64), gen["next"])
+        rng = np.random.default_rng(0)
+        losses.append(
+            [
+                disc.train_step(expert.batch[th.as_tensor(rng.integers(0, len(expert.batch), 32))], g)["disc/loss"]
+                for _ in range(3)
+            ]
+        )
+        ppo = PPOGenerator(
+            space,
+            ImageObs.action_space,
+            PPOConfig(n_steps=8, batch_size=8),
+            PolicyConfig(net_arch=[16]),
+            False,
+            1,
+            "cpu",
+            0,
+        )
+        ppo.behaviour_clone(expert.obs, expert.acts, 1, 32, 1e-3, np.random.default_rng(0))
+        weights.append({k: v.clone() for k, v in ppo.policy.state_dict().items()})
+    assert all(th.equal(getattr(pools[0], f), getattr(pools[1], f)) for f in ("obs", "next_obs", "next_absorbing"))
+    assert not pools[0].obs[len(d) :].any()  # the absorbing rows' observations are zeros
+    assert losses[0] == losses[1]
+    assert all(th.equal(weights[0][k], weights[1][k]) for k in weights[0])

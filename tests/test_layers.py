@@ -28,6 +28,7 @@ LAYERS = {
     "fsutil": -2,
     "limits": -2,
     "arrow_tensors": -1,
+    "framestacks": -2,  # frame stacks held as frames and an index (numpy arrays or torch tensors; no torch import)
     "obs": -1,  # observation batches: an array or a dict of arrays
     "signing": -1,
     "fragments": 0,

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from gailkit.core.framestacks import FrameStacks
+
 MAX_ENTRIES = 64
 """Entries of a Dict observation, at most (a bound on what a file's or a model's metadata may declare)."""
 
@@ -46,7 +48,16 @@ def take(x: Any, idx: Any) -> Any:
 def concat(parts: Sequence[Any], axis: int = 0) -> Any:
     if is_dict(parts[0]):
         return {k: np.concatenate([p[k] for p in parts], axis=axis) for k in parts[0]}
+    if axis == 0 and any(isinstance(p, FrameStacks) for p in parts):  # joined, not built
+        held = [p if isinstance(p, FrameStacks) else FrameStacks.of_built(np.asarray(p), np.arange) for p in parts]
+        return FrameStacks.join(held, np.concatenate)
     return np.concatenate(list(parts), axis=axis)
+
+
+def convert(fn: Callable[[Any], Any], x: Any) -> Any:
+    """`fn` applied to every array (a backend or device move); frame stacks (`FrameStacks`) get it on
+    their frames and index, and stay unbuilt."""
+    return tmap(lambda v: v.map(fn) if isinstance(v, FrameStacks) else fn(v), x)
 
 
 def stack(parts: Sequence[Any]) -> Any:
@@ -80,7 +91,8 @@ def nbytes(x: Any) -> int:
 
 
 def asarray(x: Any) -> Any:
-    return tmap(np.asarray, x)
+    """Every entry as a numpy array; frame stacks stay unbuilt."""
+    return convert(np.asarray, x)
 
 
 def shapes(x: Any, skip: int = 0) -> Any:

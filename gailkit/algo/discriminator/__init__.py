@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from gailkit.algo.discriminator.batch import Batch
 from gailkit.algo.discriminator.nets import DiscriminatorNet, Inputs, RunningNorm, _ImitationNet  # noqa: F401  (re-exports)
 from gailkit.config import DiscConfig
+from gailkit.core.framestacks import FrameStacks
 
 REWARD_FNS = {
     "gail": lambda logits: F.softplus(logits),  # -log(1 - D): positive
@@ -176,6 +177,8 @@ def _length(x: Any) -> int:
 def _tensor(x: Any, device: th.device) -> Any:
     if isinstance(x, dict):
         return {k: _tensor(v, device) for k, v in x.items()}
+    if isinstance(x, FrameStacks):  # frames and index on the device; stacks built per minibatch
+        return x.map(lambda v: _tensor(v, device))
     a = np.asarray(x)
     return th.as_tensor(a if a.flags.writeable else a.copy(), device=device)  # demos may be read-only maps
 

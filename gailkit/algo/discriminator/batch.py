@@ -15,7 +15,12 @@ from typing import Any
 
 import torch as th
 
+from gailkit.core.framestacks import FrameStacks
+
 Obs = th.Tensor | dict[str, th.Tensor]
+"""What the net takes. An expert pool of frame stacks holds a `FrameStacks` (frames once and an index)
+in their place, which `Batch.__getitem__`, `cat`, `to` and `state` handle: the rows read from the pool
+(`batch[idx]`), which are what the net sees, are built tensors."""
 
 
 def _map(x: Any, fn: Any) -> Any:
@@ -31,7 +36,13 @@ def _cat(parts: Sequence[Any]) -> Any:
         return None
     if isinstance(parts[0], dict):
         return {k: th.cat([p[k] for p in parts]) for k in parts[0]}
+    if any(isinstance(p, FrameStacks) for p in parts):  # the expert pool's stacks and its absorbing rows
+        return FrameStacks.join([p if isinstance(p, FrameStacks) else _held(p) for p in parts], th.cat)
     return th.cat(list(parts))
+
+
+def _held(stacks: th.Tensor) -> FrameStacks:
+    return FrameStacks.of_built(stacks, lambda n: th.arange(n, device=stacks.device))
 
 
 @dataclasses.dataclass

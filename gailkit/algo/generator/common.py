@@ -1,4 +1,5 @@
-"""What the generators share: SB3's update statistics caught in memory, and the BC warm start's shape."""
+"""What the generators share: SB3's update statistics caught in memory, the BC warm start's shape, and the
+demos' observations on the device for BC."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import torch as th
 from stable_baselines3.common.logger import Logger
+
+from gailkit.core import obs as obs_tree
 
 
 class StatsLogger(Logger):
@@ -40,3 +44,14 @@ def warm_start(
         "bc/loss_first": float(losses[0]) if losses else 0.0,
         "bc/loss_last": float(np.mean(losses[-10:])) if losses else 0.0,
     }
+
+
+def bc_tensors(obs: Any, device: th.device | str) -> Any:
+    """The demos' observations as tensors on `device` for BC's minibatches: sharing the arrays' memory on
+    the CPU where they are writable (a read-only map is copied), frame stacks kept as frames and an index."""
+
+    def tensor(v: Any) -> th.Tensor:
+        a = np.asarray(v)
+        return th.as_tensor(a if a.flags.writeable else a.copy(), device=device)
+
+    return obs_tree.convert(tensor, obs)

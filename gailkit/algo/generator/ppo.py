@@ -14,7 +14,7 @@ import gymnasium as gym
 import numpy as np
 import torch as th
 
-from gailkit.algo.generator.common import StatsLogger, warm_start
+from gailkit.algo.generator.common import StatsLogger, bc_tensors, warm_start
 from gailkit.config import PolicyConfig, PPOConfig, TrainConfig
 from gailkit.core import obs as obs_tree
 from gailkit.core.fragments import Fragment
@@ -152,7 +152,7 @@ class PPOGenerator:
         if self._bc_data is None or self._bc_data[0] is not obs:  # on the device once per demo set
             self._bc_data = (
                 obs,
-                obs_tree.tmap(lambda v: th.as_tensor(np.array(v), device=self.device), obs),
+                bc_tensors(obs, self.device),
                 th.as_tensor(policy.env_action(space, np.array(acts)), device=self.device),
             )
         _, obs_t, target = self._bc_data

@@ -19,7 +19,7 @@ import numpy as np
 import torch as th
 from stable_baselines3.common.type_aliases import ReplayBufferSamples
 
-from gailkit.algo.generator.common import StatsLogger, warm_start
+from gailkit.algo.generator.common import StatsLogger, bc_tensors, warm_start
 from gailkit.algo.generator.replay import Replay
 from gailkit.config import PolicyConfig, SACConfig, TrainConfig
 from gailkit.core import obs as obs_tree
@@ -75,6 +75,7 @@ class SACGenerator:
         self.sac.set_logger(self.logger)
         self.relabel: Relabel | None = None
         self._bc_opt: th.optim.Adam | None = None
+        self._bc_data: tuple | None = None
 
     @classmethod
     def from_settings(
@@ -142,8 +143,13 @@ class SACGenerator:
         actor, opt = self.sac.actor, self._bc_optimizer()
         for group in opt.param_groups:
             group["lr"] = lr
-        obs_t = obs_tree.tmap(lambda v: th.as_tensor(np.array(v), device=self.device), obs)
-        target = th.as_tensor(squashed.to_unit(self.action_space, np.array(acts)), device=self.device)
+        if self._bc_data is None or self._bc_data[0] is not obs:  # on the device once per demo set
+            self._bc_data = (
+                obs,
+                bc_tensors(obs, self.device),
+                th.as_tensor(squashed.to_unit(self.action_space, np.array(acts)), device=self.device),
+            )
+        _, obs_t, target = self._bc_data
         losses = []
         actor.set_training_mode(True)
         for _ in range(steps):

@@ -182,8 +182,21 @@ def read(path: Path, fmt: str, columns: dict[str, str] | None = None) -> Demos:
             f"{path}: missing column '{missing[0]}' (has: {', '.join(table.column_names)}); "
             f"name yours with --columns {missing[0]}=COLUMN"
         )
-    cols = {name: _mapped(table, source, path) for name, source in where.items() if _present(table, source)}
+    cols = {}
+    for name, source in where.items():
+        if not _present(table, source):
+            continue
+        cols[name] = _mapped(table, source, path)
+        # a column read is dropped from the table (its decompressed buffers freed) unless a later one maps it
+        later = {part for s in list(where.values())[list(where).index(name) + 1 :] for part in _sources(table, s)}
+        table = table.drop_columns([c for c in _sources(table, source) if c not in later])
+        pa.default_memory_pool().release_unused()  # else the pool keeps the freed pages past the next column's read
     return from_columns(cols, meta, path)
+
+
+def _sources(table: pa.Table, source: str) -> list[str]:
+    """The table's columns that `source` maps (its parts, or a Dict observation's entries)."""
+    return _entries(table, source) or [p for p in source.split("+") if p in table.column_names]
 
 
 def _entries(table: pa.Table, source: str) -> list[str]:

@@ -20,6 +20,7 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from gailkit.config import PolicyConfig, PPOConfig
 from gailkit.core import obs as obs_tree
 from gailkit.core.fragments import Weights
+from gailkit.core.framestacks import FrameStacks
 from gailkit.model import encoders
 from gailkit.model.encoders import NormalizedFlatten
 
@@ -58,6 +59,8 @@ def policy_kwargs(cfg: PolicyConfig, normalize_obs: bool, observation_space: gym
 
 
 KINDS = {"ppo": "gaussian", "sac": "squashed"}
+STATS_CHUNK = 4096
+"""Rows of frame stacks built at a time for the normalizer's statistics."""
 """The policy each generator trains: SB3's ActorCriticPolicy (a Gaussian or categorical head and a value
 function) or SAC's squashed-Gaussian actor (`policy.squashed`)."""
 
@@ -170,6 +173,10 @@ def update_normalizer(pol: ActorCriticPolicy, obs: Any) -> None:
     """Merge a raw batch of observations (as the env gives them) into the encoder's running
     statistics (a no-op for encoders without any)."""
     space = pol.observation_space
+    if isinstance(obs, FrameStacks):  # built a chunk at a time, each merged into the statistics (Chan's update)
+        for lo in range(0, len(obs), STATS_CHUNK):
+            update_normalizer(pol, obs[lo : lo + STATS_CHUNK])
+        return
     if isinstance(space, gym.spaces.Dict):
         batch: Any = {k: th.from_numpy(np.array(obs[k])) for k in space.spaces}  # a copy: demos may be read-only maps
     else:
