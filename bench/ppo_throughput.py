@@ -8,6 +8,7 @@ DummyVecEnv of the same number of envs with the same policy class and settings, 
 `learn()`. gailkit is timed end to end (`time/elapsed_s` of its last round: collection, rewards,
 PPO, discriminator, metrics; evaluation excluded) in three fleets: in-process, one actor process,
 and one actor process with max_policy_lag 1 (collection of round v+1 overlaps learning round v).
+`--threads N` gives SB3 and gailkit's learner N torch threads (default 1; actor processes keep one).
 """
 
 from __future__ import annotations
@@ -56,14 +57,17 @@ def main() -> None:
     p.add_argument("--demos", default="data/")
     p.add_argument("--steps", type=int, default=200_000)
     p.add_argument("--set", action="append", default=[])
+    p.add_argument(
+        "--threads", type=int, default=1, help="torch threads of SB3 and of gailkit's learner (actors keep 1 each)"
+    )
     args = p.parse_args()
-    th.set_num_threads(1)
+    th.set_num_threads(args.threads)
     envs.spaces(args.env)
     base = train.train_config(args.env, args.demos, None, args.set)
     print(
         f"# {args.env}: {base.total_envs} envs x {base.ppo.n_steps} steps per round, batch {base.ppo.batch_size}, "
         f"{base.ppo.n_epochs} epochs, net {base.policy.net_arch}; {args.steps:,} env steps; {platform.machine()}, "
-        f"torch {th.__version__} (1 thread), {time.strftime('%Y-%m-%d')}",
+        f"torch {th.__version__} ({args.threads} thread{'s' if args.threads > 1 else ''}), {time.strftime('%Y-%m-%d')}",
         flush=True,
     )
     sb3 = sb3_rate(base, args.steps)

@@ -1,5 +1,8 @@
 """PPO fed from a fragment must equal SB3's own PPO update on the same rollout."""
 
+import subprocess
+import sys
+
 import numpy as np
 import torch as th
 from stable_baselines3 import PPO
@@ -185,3 +188,38 @@ def test_the_learner_reaches_its_generator_only_through_the_seam(tmp_path, monke
     updates = [c for c in calls if c[0] == "update"]
     assert len(updates) == summary["rounds"] == 3
     assert all(c[1:4] == (32, 2, (32, 2)) and not c[4] for c in updates)  # the discriminator's rewards
+
+
+def test_a_fragment_decoded_from_the_wire_updates_ppo_without_torchs_read_only_warning():
+    """Fragments from actor processes hold read-only views of their message; torch warns (once a process)
+    when such an array is wrapped, which SB3 does without a copy for channels-first frames (a stack). The
+    check runs in a fresh process, on the learner's real path."""
+    code = """
+import gymnasium as gym
+import numpy as np
+from gailkit.algo.generator.ppo import PPOGenerator
+from gailkit.config import PolicyConfig, PPOConfig
+from gailkit.core.fragments import Fragment
+from gailkit.rollout import wire
+
+obs_space, act_space = gym.spaces.Box(0, 255, (4, 12, 12), np.uint8), gym.spaces.Discrete(2)
+t, e = 16, 2
+rng = np.random.default_rng(0)
+f = Fragment(
+    obs=rng.integers(0, 256, (t, e, 4, 12, 12), np.uint8), acts=rng.integers(0, 2, (t, e)),
+    next_obs=rng.integers(0, 256, (t, e, 4, 12, 12), np.uint8), terminated=np.zeros((t, e), bool),
+    truncated=np.zeros((t, e), bool), log_probs=np.full((t, e), -0.69, np.float32), rews=np.zeros((t, e), np.float32),
+    first_starts=np.zeros(e, bool), episode_returns=np.zeros(0, np.float32), episode_lengths=np.zeros(0, np.int64),
+    actor_id=0, policy_version=0,
+)
+frag = wire.decode_fragment(wire.encode_fragment(f), 0, 0)
+assert not frag.obs.flags.writeable, "the wire's arrays are no longer read-only: this test checks nothing"
+gen = PPOGenerator(obs_space, act_space, PPOConfig(n_steps=t, batch_size=16, n_epochs=1), PolicyConfig(net_arch=[8]),
+                   False, e, "cpu", 0)
+stats = gen.update(frag, np.ones((t, e), np.float32), 1.0)
+assert np.isfinite(stats["train/value_loss"])
+print("updated")
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "updated" in r.stdout, r.stderr
+    assert "not writable" not in r.stderr, r.stderr

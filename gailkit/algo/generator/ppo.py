@@ -70,7 +70,9 @@ class PPOGenerator:
 
     @th.no_grad()
     def values(self, obs: Any) -> th.Tensor:
-        """(N,) critic values of a batch of raw observations (N, *obs_shape)."""
+        """(N,) critic values of a batch of raw observations (N, *obs_shape). A fragment decoded from the wire
+        holds read-only views of its message, which torch would wrap with a warning: those are copied."""
+        obs = obs_tree.tmap(lambda v: v if np.asarray(v).flags.writeable else np.array(v), obs)
         obs_t, _ = self.policy.obs_to_tensor(obs)
         return self.policy.predict_values(obs_t).flatten()
 
