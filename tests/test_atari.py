@@ -53,6 +53,15 @@ def test_stacks_rebuilt_from_one_frame_a_step_are_gymnasiums_own(tmp_path):
     assert d.obs.shape == obs.shape == (len(raw), 3, 12, 12, 3)
     np.testing.assert_array_equal(d.obs, obs)
     np.testing.assert_array_equal(d.next_obs, next_obs)
+    # a folder of two frame files (Arrow and Parquet): their stacks are joined as frames, not built
+    both = tmp_path / "both"
+    both.mkdir()
+    demos.save(raw, both / "a.arrow")
+    demos.save(raw, both / "b.parquet")
+    d2 = demos.load(both, "tests/space_envs.py:ImageObs", (stacked_space, ImageObs.action_space), frame_stack=3)
+    assert isinstance(d2.obs, FrameStacks) and d2.obs.frames is d2.next_obs.frames and len(d2.obs.frames) < len(d2) * 2
+    np.testing.assert_array_equal(d2.obs, np.concatenate([obs, obs]))
+    np.testing.assert_array_equal(d2.next_obs, np.concatenate([next_obs, next_obs]))
     # a subsampled file has lost the frames before its kept steps: refused in one line
     sub = tmp_path / "sub.arrow"
     assert run_cli("demos", "subsample", str(out), str(sub), "--episodes", "2", "--every", "4").returncode == 0

@@ -10,6 +10,7 @@ import numpy as np
 
 from gailkit.core import obs as obs_tree
 from gailkit.core.errors import DemoError
+from gailkit.core.framestacks import FrameStacks
 
 FORMAT_VERSION = 1
 COLUMNS = ("obs", "acts", "next_obs", "terminated", "truncated", "episode_id", "step", "rews")
@@ -195,10 +196,13 @@ def concat(parts: list[Demos], meta: DemoMeta) -> Demos:
         ids.append(inverse.astype(np.int64) + offset)
         offset += int(inverse.max()) + 1 if len(part) else 0
     has_rews = all(p.rews is not None for p in parts)
+    obs, next_obs = obs_tree.concat([p.obs for p in parts]), obs_tree.concat([p.next_obs for p in parts])
+    if all(isinstance(p.obs, FrameStacks) and getattr(p.next_obs, "frames", None) is p.obs.frames for p in parts):
+        next_obs = FrameStacks(obs.frames, next_obs.index)  # the same frames at the same offsets: held once
     return Demos(
-        obs=obs_tree.concat([p.obs for p in parts]),
+        obs=obs,
         acts=np.concatenate([p.acts for p in parts]) if all(p.acts is not None for p in parts) else None,
-        next_obs=obs_tree.concat([p.next_obs for p in parts]),
+        next_obs=next_obs,
         terminated=np.concatenate([p.terminated for p in parts]),
         truncated=np.concatenate([p.truncated for p in parts]),
         episode_id=np.concatenate(ids),
