@@ -75,6 +75,11 @@ class FrameStacks:
         return FrameStacks(stacks.reshape(n * k, *stacks.shape[2:]), arange(n * k).reshape(n, k))
 
     @staticmethod
+    def share_frames(a: Any, b: Any) -> bool:
+        """Whether `a` and `b` are both FrameStacks over one array of frames (obs and next_obs held once)."""
+        return isinstance(a, FrameStacks) and isinstance(b, FrameStacks) and a.frames is b.frames
+
+    @staticmethod
     def join(parts: Sequence[FrameStacks], cat: Callable[[list[Any]], Any]) -> FrameStacks:
         """The rows of every part, in order (`cat`: the backend's concatenation along axis 0)."""
         offsets, total = [], 0

@@ -95,6 +95,13 @@ def asarray(x: Any) -> Any:
     return convert(np.asarray, x)
 
 
+def writable(a: Any) -> np.ndarray:
+    """`a` as a numpy array torch may wrap without copying: itself where writable, else a copy (a demo file's
+    read-only map, or a fragment's views of its wire message, which torch would wrap with a warning)."""
+    a = np.asarray(a)
+    return a if a.flags.writeable else a.copy()
+
+
 def shapes(x: Any, skip: int = 0) -> Any:
     """Shape of each array without its first `skip` axes (a dict of them for a dict)."""
     return tmap(lambda v: tuple(v.shape[skip:]), x)

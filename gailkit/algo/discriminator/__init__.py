@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from gailkit.algo.discriminator.batch import Batch
 from gailkit.algo.discriminator.nets import DiscriminatorNet, Inputs, RunningNorm, _ImitationNet  # noqa: F401  (re-exports)
 from gailkit.config import DiscConfig
+from gailkit.core import obs as obs_tree
 from gailkit.core.framestacks import FrameStacks
 
 REWARD_FNS = {
@@ -179,8 +180,7 @@ def _tensor(x: Any, device: th.device) -> Any:
         return {k: _tensor(v, device) for k, v in x.items()}
     if isinstance(x, FrameStacks):  # frames and index on the device; stacks built per minibatch
         return x.map(lambda v: _tensor(v, device))
-    a = np.asarray(x)
-    return th.as_tensor(a if a.flags.writeable else a.copy(), device=device)  # demos may be read-only maps
+    return th.as_tensor(obs_tree.writable(x), device=device)
 
 
 __all__ = ["Batch", "Discriminator", "REWARD_FNS", "RunningNorm", "choose_reward_fn"]

@@ -50,8 +50,4 @@ def bc_tensors(obs: Any, device: th.device | str) -> Any:
     """The demos' observations as tensors on `device` for BC's minibatches: sharing the arrays' memory on
     the CPU where they are writable (a read-only map is copied), frame stacks kept as frames and an index."""
 
-    def tensor(v: Any) -> th.Tensor:
-        a = np.asarray(v)
-        return th.as_tensor(a if a.flags.writeable else a.copy(), device=device)
-
-    return obs_tree.convert(tensor, obs)
+    return obs_tree.convert(lambda v: th.as_tensor(obs_tree.writable(v), device=device), obs)

@@ -197,7 +197,7 @@ def concat(parts: list[Demos], meta: DemoMeta) -> Demos:
         offset += int(inverse.max()) + 1 if len(part) else 0
     has_rews = all(p.rews is not None for p in parts)
     obs, next_obs = obs_tree.concat([p.obs for p in parts]), obs_tree.concat([p.next_obs for p in parts])
-    if all(isinstance(p.obs, FrameStacks) and getattr(p.next_obs, "frames", None) is p.obs.frames for p in parts):
+    if all(FrameStacks.share_frames(p.obs, p.next_obs) for p in parts):
         next_obs = FrameStacks(obs.frames, next_obs.index)  # the same frames at the same offsets: held once
     return Demos(
         obs=obs,

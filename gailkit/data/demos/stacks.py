@@ -86,7 +86,7 @@ def _next_is_next_row(d: Demos, frames: np.ndarray, chunk: int = 4096) -> np.nda
 
 def nbytes(d: Demos) -> int:
     """Bytes the demos' observation columns hold in memory (frames shared by `obs` and `next_obs` once)."""
-    if isinstance(d.obs, FrameStacks) and isinstance(d.next_obs, FrameStacks) and d.obs.frames is d.next_obs.frames:
+    if FrameStacks.share_frames(d.obs, d.next_obs):
         return int(d.obs.nbytes + d.next_obs.index.nbytes)
     return int(obs_tree.nbytes(d.obs) + obs_tree.nbytes(d.next_obs))
 
