@@ -108,7 +108,9 @@ def test_the_replay_is_a_bounded_ring_and_travels_as_arrow(monkeypatch):
 
 
 def test_resume_after_round_k_equals_uninterrupted(tmp_path, pendulum_small):
-    cfg = _config(pendulum_small, ["total_steps=128", "eval_every=2", "checkpoint_every=4", "bc.epochs=2"])
+    cfg = _config(
+        pendulum_small, ["total_steps=128", "eval_every=2", "checkpoint_every=4", "bc.epochs=2", "sac.bc_weight=0.4"]
+    )
     full = tmp_path / "full"
     train.train(cfg, full, quiet=True, log=lambda m: None)
     resumed = tmp_path / "resumed"
@@ -226,3 +228,31 @@ def test_sac_learns_from_observations_only(tmp_path, pendulum_small):
     assert not state.settings.disc.use_action and state.settings.disc.use_next_state
     rows = list(csv.DictReader(open(tmp_path / "run" / "metrics.csv")))
     assert rows[-1]["train/critic_loss"] and float(rows[-1]["replay/size"]) == 96
+
+
+def test_a_bc_term_inside_the_actor_loss_holds_the_actor_to_the_experts_actions(tmp_path, pendulum_small):
+    """`sac.bc_weight` adds TD3+BC's term to every actor step of SAC's own update: the same run with it ends
+    nearer the demos' actions than without it, and it is refused for demos without actions."""
+    from gailkit.model import policy
+
+    d = demos.load_file(pendulum_small)
+    errors = {}
+    for weight in (0.0, 5.0):
+        run = tmp_path / f"w{weight}"
+        cfg = _config(
+            pendulum_small, ["total_steps=192", "eval_every=0", "sac.learning_rate=0.003", f"sac.bc_weight={weight}"]
+        )
+        train.train(cfg, run, quiet=True, log=lambda m: None)
+        rows = list(csv.DictReader(open(run / "metrics.csv")))
+        assert bool(rows[-1].get("train/bc_anchor_error")) == (weight > 0)
+        pol, _ = checkpoint.load_policy(run / "final" / "checkpoint.pt")
+        acts, _ = policy.act(pol, d.obs, deterministic=True)
+        errors[weight] = float(np.mean((acts - d.acts) ** 2))
+    assert errors[5.0] < 0.5 * errors[0.0], errors
+    obs_only = demos.save(demos.strip_actions(d), tmp_path / "obs.arrow")
+    r = run_cli(
+        "train", "--env", "Pendulum-v1", "--demos", str(obs_only), "--generator", "sac", "--set", "sac.bc_weight=1",
+        "--run-dir", str(tmp_path / "r"), "--preset", "tiny",
+    )  # fmt: skip
+    assert r.returncode == 2 and "'sac.bc_weight': behaviour cloning needs the expert's actions" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "r").exists()

@@ -156,6 +156,8 @@ class Learner:
     def _update_generator(self, frag: Fragment, rewards: np.ndarray, terminal_value: float) -> dict[str, float]:
         progress = max(0.0, 1.0 - self.env_steps / max(1, self.cfg.total_steps))
         relabel = self._relabel if self.generator.off_policy else None
+        if self.expert.acts is not None:
+            self.generator.anchor(self.expert.obs, self.expert.acts, self._bc_decay())
         return self.generator.update(frag, rewards, progress, terminal_value, self._train_policy, relabel)
 
     def _relabel(self, obs: Any, acts: np.ndarray, next_obs: Any, terminated: np.ndarray) -> th.Tensor:
@@ -191,13 +193,18 @@ class Learner:
         bc = self.cfg.bc
         if not bc.steps_per_round or self.expert.acts is None or not self._train_policy:
             return {}
-        decay = 1.0 if not bc.anneal_steps else max(0.0, 1.0 - self.env_steps / bc.anneal_steps)
+        decay = self._bc_decay()
         if decay <= 0:
             return {}
         losses = self.generator.bc_steps(
             self.expert.obs, self.expert.acts, bc.steps_per_round, bc.batch_size, bc.learning_rate * decay, self.rng
         )
         return {"bc/loss": float(np.mean(losses))}
+
+    def _bc_decay(self) -> float:
+        """What is left of the BC terms' strength: 1 falling linearly to 0 over `bc.anneal_steps` (1 if 0)."""
+        anneal = self.cfg.bc.anneal_steps
+        return 1.0 if not anneal else max(0.0, 1.0 - self.env_steps / anneal)
 
     def _update_normalizer(self, frag: Fragment) -> None:
         """Normalizer statistics move after the update, so this round's PPO ratio used the

@@ -61,6 +61,8 @@ def resolve_device(name: str) -> th.device:
 def observation_only(cfg: TrainConfig) -> TrainConfig:
     """Settings for demos without actions: a state-transition discriminator on (obs, next_obs) (GAIfO,
     Torabi et al. 2018); settings that need the expert's actions are refused."""
+    if cfg.sac.bc_weight > 0:
+        raise ConfigError("'sac.bc_weight': behaviour cloning needs the expert's actions, and these demos have none")
     if cfg.disc.net == "imitation" and not cfg.disc.use_next_state:
         raise ConfigError("'disc.net: imitation' with demos without actions needs 'disc.use_next_state: true'")
     return dataclasses.replace(cfg, disc=dataclasses.replace(cfg.disc, use_action=False, use_next_state=True))

@@ -63,6 +63,11 @@ class Generator(Protocol):
         """`steps` behaviour-cloning steps on (obs, acts); their losses."""
         ...
 
+    def anchor(self, obs: Any, acts: np.ndarray, decay: float) -> None:
+        """The expert's (obs, acts) for a BC term inside the generator's own loss in the coming updates, at
+        `decay` (1 falling to 0) of its configured weight; a no-op for a generator without one."""
+        ...
+
     def behaviour_clone(
         self,
         obs: Any,

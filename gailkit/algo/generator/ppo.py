@@ -72,7 +72,7 @@ class PPOGenerator:
     def values(self, obs: Any) -> th.Tensor:
         """(N,) critic values of a batch of raw observations (N, *obs_shape). A fragment decoded from the wire
         holds read-only views of its message, which torch would wrap with a warning: those are copied."""
-        obs = obs_tree.tmap(lambda v: v if np.asarray(v).flags.writeable else np.array(v), obs)
+        obs = obs_tree.tmap(obs_tree.writable, obs)
         obs_t, _ = self.policy.obs_to_tensor(obs)
         return self.policy.predict_values(obs_t).flatten()
 
@@ -139,6 +139,9 @@ class PPOGenerator:
         pol = self.policy
         params = [*pol.mlp_extractor.policy_net.parameters(), *pol.action_net.parameters()]
         return params + ([pol.log_std] if isinstance(getattr(pol, "log_std", None), th.nn.Parameter) else [])
+
+    def anchor(self, obs: Any, acts: np.ndarray, decay: float) -> None:
+        """No BC term inside PPO's loss: PPO's is `bc_steps` after each update."""
 
     def bc_steps(
         self, obs: Any, acts: np.ndarray, steps: int, batch_size: int, lr: float, rng: np.random.Generator

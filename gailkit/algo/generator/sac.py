@@ -5,7 +5,9 @@ Each round's fragment joins `Replay` (no rewards stored); then SB3's `SAC.train(
 samples the replay and asks the learner's `relabel` for the current discriminator's rewards of
 exactly those transitions (a terminated one also gets the absorbing state's value, see `learner`),
 so old transitions are never judged by an old discriminator. Actions reach SAC in [-1, 1]
-(`squashed.to_unit`); everything else sees the env's units.
+(`squashed.to_unit`); everything else sees the env's units. With `sac.bc_weight`, the actor
+optimizer's `step` first adds the gradient of a BC term (`_anchored`), so each actor step of
+`SAC.train()` minimizes SAC's actor loss plus that term (TD3+BC) without copying SB3's update.
 """
 
 from __future__ import annotations
@@ -76,6 +78,8 @@ class SACGenerator:
         self.relabel: Relabel | None = None
         self._bc_opt: th.optim.Adam | None = None
         self._bc_data: tuple | None = None
+        self._anchor_weight = 0.0
+        self.sac.actor.optimizer.step = self._anchored(self.sac.actor.optimizer.step)  # type: ignore[method-assign]
 
     @classmethod
     def from_settings(
@@ -131,6 +135,43 @@ class SACGenerator:
         """`n` generator transitions for the discriminator, drawn from the whole replay (DAC)."""
         return self.replay.sample(n, rng) if self.replay.size else None
 
+    def anchor(self, obs: Any, acts: np.ndarray, decay: float) -> None:
+        """The BC term inside the actor's loss for the coming updates: `sac.bc_weight` x `decay`."""
+        self._anchor_weight = self.cfg.bc_weight * decay
+        if self._anchor_weight > 0:
+            self._demo_tensors(obs, acts)
+
+    def _anchored(self, step: Callable[..., Any]) -> Callable[..., Any]:
+        """The actor optimizer's `step`, which first adds the BC term's gradient to the actor loss's (SB3
+        has just back-propagated that loss): weight x mean |min Q(s, tanh mean)| x MSE(tanh mean, a) on a
+        minibatch of the demos, Q's scale taken without its gradient (TD3+BC's normalization)."""
+
+        def anchored_step(*args: Any, **kwargs: Any) -> Any:
+            if self._anchor_weight > 0 and self._bc_data is not None:
+                _, obs_t, target = self._bc_data
+                actor = self.sac.actor
+                idx = th.as_tensor(self.rng.integers(0, len(target), self.cfg.batch_size), device=self.device)
+                obs = obs_tree.take(obs_t, idx)
+                mean = th.tanh(actor.mu(actor.latent_pi(actor.extract_features(obs, actor.features_extractor))))
+                with th.no_grad():
+                    q_scale = th.cat(self.sac.critic(obs, mean), dim=1).min(dim=1).values.abs().mean()
+                error = ((mean - target[idx]) ** 2).mean()
+                (self._anchor_weight * q_scale * error).backward()
+                self.logger.record("train/bc_anchor_error", error.item())
+            return step(*args, **kwargs)
+
+        return anchored_step
+
+    def _demo_tensors(self, obs: Any, acts: np.ndarray) -> tuple[Any, th.Tensor]:
+        """The demos' observations and actions (in [-1, 1]) on the device, made once per demo set."""
+        if self._bc_data is None or self._bc_data[0] is not obs:
+            self._bc_data = (
+                obs,
+                bc_tensors(obs, self.device),
+                th.as_tensor(squashed.to_unit(self.action_space, np.array(acts)), device=self.device),
+            )
+        return self._bc_data[1], self._bc_data[2]
+
     def update_normalizer(self, obs: np.ndarray) -> None:
         """The actor's and both critics' encoders see one normalization."""
         for module in (self.sac.actor, self.sac.critic, self.sac.critic_target):
@@ -143,13 +184,7 @@ class SACGenerator:
         actor, opt = self.sac.actor, self._bc_optimizer()
         for group in opt.param_groups:
             group["lr"] = lr
-        if self._bc_data is None or self._bc_data[0] is not obs:  # on the device once per demo set
-            self._bc_data = (
-                obs,
-                bc_tensors(obs, self.device),
-                th.as_tensor(squashed.to_unit(self.action_space, np.array(acts)), device=self.device),
-            )
-        _, obs_t, target = self._bc_data
+        obs_t, target = self._demo_tensors(obs, acts)
         losses = []
         actor.set_training_mode(True)
         for _ in range(steps):
