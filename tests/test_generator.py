@@ -223,3 +223,44 @@ print("updated")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and "updated" in r.stdout, r.stderr
     assert "not writable" not in r.stderr, r.stderr
+
+
+def test_behaviour_cloning_fits_a_cnn_encoder_and_critic_only_rounds_leave_it_as_cloned():
+    """On frames BC trains the CNN with the actor's head (a head on the CNN's random features cloned Pong's
+    scripted expert no better than random); a critic-only update then leaves every actor parameter as BC
+    left it, the CNN the critic shares included."""
+    from tests.space_envs import ImageObs
+
+    rng = np.random.default_rng(0)
+    cols = rng.integers(0, 12, 256)
+    obs = np.zeros((256, 12, 12, 3), np.uint8)
+    obs[np.arange(256), :, cols] = 255  # one bright column; the expert's action: is it in the left half
+    target = (cols < 6).astype(np.int64)
+    gen = small_generator(ImageObs.observation_space, ImageObs.action_space, PPOConfig(n_steps=16, batch_size=16))
+    cnn = {k: v.clone() for k, v in gen.policy.pi_features_extractor.state_dict().items()}
+    gen.behaviour_clone(obs, target, 30, 64, 1e-3, rng)
+    trained = gen.policy.pi_features_extractor.state_dict()
+    assert any(v.is_floating_point() and not th.equal(v, trained[k]) for k, v in cnn.items())
+    acts, _ = policy.act(gen.policy, obs, deterministic=True)
+    assert (acts == target).mean() > 0.95
+    frag = Fragment(
+        obs=obs[:16, None],
+        acts=target[:16, None],
+        next_obs=obs[16:32, None],
+        terminated=np.zeros((16, 1), bool),
+        truncated=np.zeros((16, 1), bool),
+        log_probs=np.full((16, 1), -0.69, np.float32),
+        rews=np.zeros((16, 1), np.float32),
+        first_starts=np.ones(1, bool),
+        episode_returns=np.zeros(0),
+        episode_lengths=np.zeros(0, np.int64),
+        actor_id=0,
+        policy_version=0,
+    )
+    before = {k: v.clone() for k, v in gen.policy.state_dict().items()}
+    gen.update(frag, rng.normal(size=(16, 1)).astype(np.float32), 1.0, train_policy=False)
+    after = gen.policy.state_dict()
+    actor = [k for k in before if k.startswith(("pi_features_extractor", "mlp_extractor.policy_net", "action_net"))]
+    assert any(k.startswith("pi_features_extractor") for k in actor)
+    assert all(th.equal(before[k], after[k]) for k in actor)
+    assert not th.equal(before["value_net.weight"], after["value_net.weight"])

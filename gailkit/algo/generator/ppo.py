@@ -136,8 +136,12 @@ class PPOGenerator:
         policy.update_normalizer(self.policy, obs)
 
     def _actor_parameters(self) -> list[th.nn.Parameter]:
+        """What maps an observation to the action: the actor's encoder (a CNN or per-entry encoders; shared
+        with the critic by default, so critic-only rounds leave it as BC made it), its layers, its head and
+        log std. BC trains all but the log std."""
         pol = self.policy
-        params = [*pol.mlp_extractor.policy_net.parameters(), *pol.action_net.parameters()]
+        params = [*pol.pi_features_extractor.parameters(), *pol.mlp_extractor.policy_net.parameters()]
+        params += [*pol.action_net.parameters()]
         return params + ([pol.log_std] if isinstance(getattr(pol, "log_std", None), th.nn.Parameter) else [])
 
     def anchor(self, obs: Any, acts: np.ndarray, decay: float) -> None:
