@@ -5,6 +5,7 @@ stacks cost on disk and in memory, and what a fragment of Pong frames costs on t
     python bench/pong.py --demos data/pong.arrow --bc           # BC alone on the same demos
     python bench/pong.py --summarize runs/pong                   # a `gailkit train` run's curve
     python bench/pong.py --train-memory                          # peak memory of a one-round train
+    python bench/pong.py --bc-probe 1000 --bc-lr 1e-3            # what BC's CNN learns: train vs held-out game
 
 `--bc` trains gailkit's BC warm start alone (one round in which the cloned policy is not trained: the
 critic warm-up) and evaluates it as a run does. `--summarize` reads a run's metrics: env steps and
@@ -96,6 +97,48 @@ def behaviour_cloning_alone(demos_path: Path, episodes: int) -> None:
     )
 
 
+def bc_probe(demos_path: Path, steps: int, lr: float) -> None:
+    """BC (PPO's `bc_steps`, the run's CNN) on the demos' longest game; on 1,024 frames of it and of the other
+    games: how much the logits vary across frames (std), the argmax's accuracy, and NOOP's share."""
+    import torch as th
+
+    from gailkit.algo import generator
+    from gailkit.algo.generator.common import bc_tensors
+    from gailkit.core import obs as obs_tree
+    from gailkit.core.framestacks import FrameStacks
+
+    cfg = train.train_config(ENV.id, str(demos_path), None, ["generator=ppo"])
+    spaces = envs.spaces(ENV)
+    d = demos.load(demos_path, ENV.id, spaces, frame_stack=ENV.frame_stack)
+    assert isinstance(d.obs, FrameStacks)
+    ids, counts = np.unique(d.episode_id, return_counts=True)
+    train_rows = np.where(d.episode_id == ids[np.argmax(counts)])[0]
+    held_rows = np.where(d.episode_id != ids[np.argmax(counts)])[0]
+    th.manual_seed(0)
+    gen = generator.make(cfg, *spaces, "cpu")
+    rng = np.random.default_rng(0)
+    obs_t = bc_tensors(d.obs, "cpu")
+
+    def probe(rows: np.ndarray) -> str:
+        idx = np.sort(rng.choice(rows, 1024))
+        pol = gen.policy
+        with th.no_grad():
+            f = pol.extract_features(obs_tree.take(obs_t, th.as_tensor(idx)), pol.pi_features_extractor)
+            logits = pol.action_net(pol.mlp_extractor.forward_actor(f))
+        t = d.acts[idx].astype(int)
+        acc, noop = (logits.argmax(1).numpy() == t).mean(), (t == 0).mean()
+        return f"logit std {float(logits.std(0).mean()):.4f}, accuracy {acc:.3f} (NOOP's share {noop:.3f})"
+
+    print(f"BC probe: trained on game {ids[np.argmax(counts)]} ({len(train_rows):,} transitions), held out "
+          f"{len(held_rows):,}; lr {lr}")  # fmt: skip
+    print(f"  at init: held out {probe(held_rows)}", flush=True)
+    train_obs = FrameStacks(d.obs.frames, d.obs.index[train_rows])
+    for k in range(4):
+        losses = gen.bc_steps(train_obs, d.acts[train_rows], steps // 4, 256, lr, rng)
+        print(f"  {(k + 1) * (steps // 4)} steps: loss {np.mean(losses[-20:]):.3f}; training game {probe(train_rows)}; "
+              f"held out {probe(held_rows)}", flush=True)  # fmt: skip
+
+
 def train_memory(demos_path: Path) -> None:
     """Peak resident memory of a `gailkit train` of one round (1,024 env steps, BC warm start of one epoch,
     in-process collection) on the demos: reading them, the expert pool, BC's copy, the CNNs."""
@@ -118,7 +161,11 @@ def main() -> None:
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--summarize", type=Path, help="a gailkit train run's folder: its curve instead")
     p.add_argument("--train-memory", action="store_true", help="peak memory of a one-round train instead")
+    p.add_argument("--bc-probe", type=int, metavar="STEPS", help="what BC's CNN learns in STEPS steps instead")
+    p.add_argument("--bc-lr", type=float, default=1e-3)
     args = p.parse_args()
+    if args.bc_probe:
+        return bc_probe(args.demos, args.bc_probe, args.bc_lr)
     if args.train_memory:
         return train_memory(args.demos)
     if args.summarize:
