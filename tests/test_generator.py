@@ -83,6 +83,25 @@ def test_update_from_fragment_matches_sb3():
     assert "action_net.weight" in moved and "value_net.weight" in moved  # the update did train both heads
 
 
+def _one_env_fragment(obs, acts, next_obs, truncated=None, log_prob=-0.69) -> Fragment:
+    """A fragment of one env, (T, 1, ...) arrays, nothing terminated, no reward or episode recorded."""
+    t = len(obs)
+    return Fragment(
+        obs=obs,
+        acts=acts,
+        next_obs=next_obs,
+        terminated=np.zeros((t, 1), bool),
+        truncated=np.zeros((t, 1), bool) if truncated is None else truncated,
+        log_probs=np.full((t, 1), log_prob, np.float32),
+        rews=np.zeros((t, 1), np.float32),
+        first_starts=np.ones(1, bool),
+        episode_returns=np.zeros(0),
+        episode_lengths=np.zeros(0, np.int64),
+        actor_id=0,
+        policy_version=0,
+    )
+
+
 def test_truncation_bootstraps_from_final_value():
     venv = experts.make_vec_env("CartPole-v1", n_envs=1, seed=0)
     cfg = PPOConfig(n_steps=4, batch_size=4, n_epochs=1, gamma=0.5, gae_lambda=1.0)
@@ -90,20 +109,7 @@ def test_truncation_bootstraps_from_final_value():
     obs = np.random.default_rng(0).normal(size=(4, 1, 4)).astype(np.float32)
     nxt = np.random.default_rng(1).normal(size=(4, 1, 4)).astype(np.float32)
     trunc = np.array([[False], [True], [False], [False]])
-    frag = Fragment(
-        obs=obs,
-        acts=np.zeros((4, 1), np.int64),
-        next_obs=nxt,
-        terminated=np.zeros((4, 1), bool),
-        truncated=trunc,
-        log_probs=np.zeros((4, 1), np.float32),
-        rews=np.zeros((4, 1), np.float32),
-        first_starts=np.ones(1, bool),
-        episode_returns=np.zeros(0),
-        episode_lengths=np.zeros(0, np.int64),
-        actor_id=0,
-        policy_version=0,
-    )
+    frag = _one_env_fragment(obs, np.zeros((4, 1), np.int64), nxt, truncated=trunc, log_prob=0.0)
     v_final = float(gen.values(nxt[1]).item())
     rewards = np.ones((4, 1), np.float32)
     gen.update(frag, rewards, 1.0)
@@ -116,20 +122,9 @@ def test_value_only_update_leaves_the_actor_alone():
     cfg = PPOConfig(n_steps=16, batch_size=16, n_epochs=2)
     gen = small_generator(venv.observation_space, venv.action_space, cfg)
     rng = np.random.default_rng(0)
-    frag = Fragment(
-        obs=rng.normal(size=(16, 1, 4)).astype(np.float32),
-        acts=rng.integers(0, 2, (16, 1)),
-        next_obs=rng.normal(size=(16, 1, 4)).astype(np.float32),
-        terminated=np.zeros((16, 1), bool),
-        truncated=np.zeros((16, 1), bool),
-        log_probs=np.full((16, 1), -0.69, np.float32),
-        rews=np.zeros((16, 1), np.float32),
-        first_starts=np.ones(1, bool),
-        episode_returns=np.zeros(0),
-        episode_lengths=np.zeros(0, np.int64),
-        actor_id=0,
-        policy_version=0,
-    )
+    obs = rng.normal(size=(16, 1, 4)).astype(np.float32)
+    acts = rng.integers(0, 2, (16, 1))
+    frag = _one_env_fragment(obs, acts, rng.normal(size=(16, 1, 4)).astype(np.float32))
     before = {k: v.clone() for k, v in gen.policy.state_dict().items()}
     gen.update(frag, rng.normal(size=(16, 1)).astype(np.float32), 1.0, train_policy=False)
     after = gen.policy.state_dict()
@@ -243,20 +238,7 @@ def test_behaviour_cloning_fits_a_cnn_encoder_and_critic_only_rounds_leave_it_as
     assert any(v.is_floating_point() and not th.equal(v, trained[k]) for k, v in cnn.items())
     acts, _ = policy.act(gen.policy, obs, deterministic=True)
     assert (acts == target).mean() > 0.95
-    frag = Fragment(
-        obs=obs[:16, None],
-        acts=target[:16, None],
-        next_obs=obs[16:32, None],
-        terminated=np.zeros((16, 1), bool),
-        truncated=np.zeros((16, 1), bool),
-        log_probs=np.full((16, 1), -0.69, np.float32),
-        rews=np.zeros((16, 1), np.float32),
-        first_starts=np.ones(1, bool),
-        episode_returns=np.zeros(0),
-        episode_lengths=np.zeros(0, np.int64),
-        actor_id=0,
-        policy_version=0,
-    )
+    frag = _one_env_fragment(obs[:16, None], target[:16, None], obs[16:32, None])
     before = {k: v.clone() for k, v in gen.policy.state_dict().items()}
     gen.update(frag, rng.normal(size=(16, 1)).astype(np.float32), 1.0, train_policy=False)
     after = gen.policy.state_dict()

@@ -88,6 +88,6 @@ class SACConfig(_Checked):
     bc_weight: float = _f(0.0, GE0)
     """A BC term inside the actor's own loss (TD3+BC, Fujimoto and Gu 2021), 0 for none: each actor step
     adds `bc_weight` x mean |Q| x the mean squared error between tanh of the actor's mean and the
-    expert's actions (in [-1, 1]) on `bc.batch_size` demos, so the term keeps its share of the loss
+    expert's actions (in [-1, 1]) on `sac.batch_size` demos, so the term keeps its share of the loss
     whatever the scale of Q (TD3+BC's alpha 2.5 is 0.4 here). Needs demos with actions; annealed to 0
     over `bc.anneal_steps` when that is set."""
