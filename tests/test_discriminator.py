@@ -89,6 +89,26 @@ def test_absorbing_rows_are_zeroed_and_flagged(custom_demos):
     assert x[2, 6] == 0 and x[2, 7] == 0 and th.equal(x[2, 4:6], th.as_tensor(custom_demos.next_obs[2]))
 
 
+def test_absorbing_frames_are_zeroed_before_the_cnn_and_other_rows_are_left_as_they_are():
+    """Frames of an absorbing row count as zeros whatever they hold (masked in their own dtype, not cast);
+    a row that is not absorbing is encoded from its frames, with or without absorbing rows beside it."""
+    import gymnasium as gym
+
+    obs_space, act_space = gym.spaces.Box(0, 255, (2, 40, 40), np.uint8), gym.spaces.Discrete(3)
+    disc = Discriminator(obs_space, act_space, DiscConfig(use_next_state=True, absorbing=True), "cpu", "gail")
+    rng = np.random.default_rng(0)
+    obs, nxt = (rng.integers(0, 256, (3, 2, 40, 40), dtype=np.uint8) for _ in range(2))
+    acts = np.array([0, 1, 2])
+    none, some = np.zeros(3, bool), np.array([False, True, False])
+    plain = disc.inputs(disc.batch(obs, acts, nxt, none, none))
+    masked = disc.inputs(disc.batch(obs, acts, nxt, some, some))
+    zeros = np.zeros_like(obs)
+    as_zeros = disc.inputs(disc.batch(zeros, acts, zeros, some, some))
+    assert th.equal(masked[1], as_zeros[1])  # the absorbing row: its frames do not matter
+    assert th.equal(masked[[0, 2], :-2], plain[[0, 2], :-2])  # the others: as encoded alone
+    assert not th.equal(plain[1], masked[1])
+
+
 def test_state_only_discriminator_ignores_actions(custom_demos):
     obs_space, act_space = envs.spaces("CustomEnv")
     disc = Discriminator(

@@ -16,11 +16,14 @@ from gailkit.config import DiscConfig
 from gailkit.model import encoders
 
 
-def _masked(x: Obs, keep: th.Tensor) -> Obs:
-    """Rows of `x` times `keep` (N, 1): 0 where the row is an absorbing state."""
+def _masked(x: Obs, absorbing: th.Tensor) -> Obs:
+    """`x` with its absorbing rows (`absorbing`, (N,) bool) set to 0, in `x`'s own dtype. A batch without
+    one is returned as it is: a batch of frames is not copied (nor cast to float) for nothing."""
+    if not bool(absorbing.any()):
+        return x
     if isinstance(x, dict):
-        return {k: v * keep.reshape(-1, *([1] * (v.dim() - 1))) for k, v in x.items()}
-    return x * keep.reshape(-1, *([1] * (x.dim() - 1)))
+        return {k: v.masked_fill(absorbing.reshape(-1, *([1] * (v.dim() - 1))), 0) for k, v in x.items()}
+    return x.masked_fill(absorbing.reshape(-1, *([1] * (x.dim() - 1))), 0)
 
 
 class Inputs(nn.Module):
@@ -45,7 +48,7 @@ class Inputs(nn.Module):
     def forward(self, b: Batch) -> th.Tensor:
         a = b.obs_absorbing.float()[:, None]
         nxt = b.next_absorbing.float()[:, None]
-        parts = [self.encoder(_masked(encoders.preprocess(self.observation_space, b.obs), 1.0 - a))]
+        parts = [self.encoder(_masked(encoders.preprocess(self.observation_space, b.obs), b.obs_absorbing))]
         if self.use_action:
             assert b.acts is not None, "a discriminator on actions needs them"
             acts = encoders.preprocess(self.action_space, b.acts)
@@ -53,7 +56,9 @@ class Inputs(nn.Module):
             parts.append(acts.reshape(len(a), -1).float() * (1.0 - a))
         if self.use_next_state:
             assert b.next_obs is not None, "a discriminator on next observations needs them"
-            parts.append(self.encoder(_masked(encoders.preprocess(self.observation_space, b.next_obs), 1.0 - nxt)))
+            parts.append(
+                self.encoder(_masked(encoders.preprocess(self.observation_space, b.next_obs), b.next_absorbing))
+            )
         if self.absorbing:
             parts += [a, nxt]
         return th.cat(parts, dim=1)
