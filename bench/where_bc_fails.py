@@ -9,7 +9,10 @@ Protocols, made from the shipped demos (`data/<env>.arrow`, 25 episodes of the s
   a: all 25 full episodes;  b: 1 full episode;  c: 4 episodes, every 20th transition (GAIL's protocol,
   200 transitions, no episode structure);  d: 4 full episodes without actions.
 Arms: `bc` (gailkit's BC warm start alone: one round in which the cloned policy is not trained,
-then evaluated), `ppo` and `sac` (`--generator`, each with its shipped defaults plus `--set`).
+then evaluated), `ppo` and `sac` (`--generator`, each with its shipped defaults plus `--set`),
+`imitation-bc` and `imitation-gail` (imitation 1.0.1's BC and GAIL with its tuned settings, run by
+`bench/imitation_gail.py` in the imitation environment, `make setup-imitation`; scored against the same
+references, which this script computes as a gailkit run does).
 Every arm is evaluated the same way (the deterministic policy, 10 episodes from the run's evaluation
 seed, every `--eval-every-steps`); evaluation time is left out of the seconds. Normalized score:
 (R - R_random) / (R_expert - R_random), R_expert = the expert policy's own return (the source file's
@@ -22,6 +25,7 @@ import argparse
 import json
 import os
 import platform
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -29,7 +33,7 @@ from pathlib import Path
 import torch as th
 from gail_vs_imitation import eval_curve, scored  # the same curve and threshold
 
-from gailkit.data import demos
+from gailkit.data import demos, envs
 from gailkit.run import checkpoint, metrics, train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,13 +73,43 @@ def run_arm(args, arm: str, seed: int, demo_file: Path, tmp: Path) -> dict:
     return {"curve": curve, "expert": refs.expert_return, "random": refs.random_return, "seconds": summary["seconds"]}
 
 
+def run_imitation(args, arm: str, seed: int, demo_file: Path, tmp: Path) -> dict:
+    """imitation's BC or GAIL on the same file, evaluated on the same seeds, against the references a gailkit
+    run of this seed computes (the file's expert return; the random policy from `seed + 1_000_000`)."""
+    cfg = train.train_config(args.env, str(demo_file), None, [f"seed={seed}", f"eval_episodes={args.eval_episodes}"])
+    expert, source = demos.expert_reference(demos.load_file(demo_file))
+    episodes, ref_seed = max(checkpoint.RANDOM_EPISODES, cfg.eval_episodes), cfg.seed + 1_000_000
+    refs = checkpoint.random_reference(cfg.env, envs.spaces(cfg.env)[1], episodes, ref_seed, False, expert, source)
+    out = tmp / f"{arm}-{seed}.json"
+    cmd = [args.imitation_python, str(ROOT / "bench" / "imitation_gail.py"), "--algo", arm.split("-")[1]]
+    cmd += ["--env", args.env, "--demos", str(demo_file), "--seed", str(seed), "--steps", str(args.steps)]
+    cmd += ["--eval-every-steps", str(args.eval_every_steps), "--eval-episodes", str(args.eval_episodes)]
+    cmd += ["--eval-seed", str(ref_seed), "--out", str(out)]
+    with open(tmp / f"{arm}-{seed}.log", "w") as log:  # imitation prints a table per round
+        subprocess.run(cmd, check=True, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    res = json.loads(out.read_text())
+    return {
+        "curve": res["curve"],
+        "expert": refs.expert_return,
+        "random": refs.random_return,
+        "seconds": res["curve"][-1][1],
+        "imitation": {k: v for k, v in res.items() if k != "curve"},
+    }
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--env", required=True, choices=sorted(ENV_FILES))
     p.add_argument("--protocol", required=True, choices=sorted(PROTOCOLS))
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
     p.add_argument("--steps", type=int, default=100_000)
-    p.add_argument("--arms", nargs="+", default=["bc", "ppo", "sac"], choices=["bc", "ppo", "sac"])
+    p.add_argument(
+        "--arms",
+        nargs="+",
+        default=["bc", "ppo", "sac"],
+        choices=["bc", "ppo", "sac", "imitation-bc", "imitation-gail"],
+    )
+    p.add_argument("--imitation-python", default=str(ROOT / ".venv-imitation" / "bin" / "python"))
     p.add_argument("--eval-every-steps", type=int, default=10_000)
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--set", action="append", default=[], help="a setting for every arm")
@@ -96,7 +130,8 @@ def main() -> None:
         for seed in args.seeds:
             demo_file = make_demos(args.env, args.protocol, seed, Path(tmp))
             for arm in args.arms:
-                res = run_arm(args, arm, seed, demo_file, Path(tmp))
+                run = run_imitation if arm.startswith("imitation") else run_arm
+                res = run(args, arm, seed, demo_file, Path(tmp))
                 s = scored(res)
                 secs = s["seconds"]
                 row = {"env": args.env, "protocol": args.protocol, "arm": arm, "seed": seed, **res}
