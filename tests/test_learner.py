@@ -93,14 +93,21 @@ def test_absorbing_rows_join_both_pools_and_value_terminations(cartpole_demos):
 
 
 def test_critic_warmup_keeps_the_policy(cartpole_demos):
-    lrn = _learner(cartpole_demos, "bc.critic_warmup_rounds=1")
+    """A critic-only round leaves the policy as it is: its layers, and its observation normalizer (which would
+    otherwise move the clone's inputs under it); the first round that trains the policy moves both."""
+    lrn = _learner(cartpole_demos, "bc.critic_warmup_rounds=1", "normalize_obs=true")
+    norm = [k for k in lrn.generator.policy.state_dict() if k.startswith("features_extractor.")]
+    assert norm, "the policy keeps normalizer statistics"
     before = {k: v.clone() for k, v in lrn.generator.policy.state_dict().items()}
     lrn.round(_fragments(lrn))
     after = lrn.generator.policy.state_dict()
     assert th.equal(before["action_net.weight"], after["action_net.weight"])
+    assert all(th.equal(before[k], after[k]) for k in norm)
     assert not th.equal(before["value_net.weight"], after["value_net.weight"])
     lrn.round(_fragments(lrn, version=1))
-    assert not th.equal(before["action_net.weight"], lrn.generator.policy.state_dict()["action_net.weight"])
+    after = lrn.generator.policy.state_dict()
+    assert not th.equal(before["action_net.weight"], after["action_net.weight"])
+    assert not all(th.equal(before[k], after[k]) for k in norm)
 
 
 def test_diverged_weights_never_leave_the_learner(cartpole_demos):

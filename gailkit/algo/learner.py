@@ -119,7 +119,8 @@ class Learner:
         with _timed(stats, "time/ppo_s"):
             stats.update(self._update_generator(frag, rewards, terminal_value))
             stats.update(self._clone_steps())
-            self._update_normalizer(frag)
+            if self._train_policy:  # a critic-only round leaves the cloned policy as it is, its normalizer too
+                self._update_normalizer(frag)
         with _timed(stats, "time/disc_s"):
             stats.update(self._train_discriminator(gen))
         self._advance(frag, stats)
