@@ -82,3 +82,17 @@ def test_network_settings_of_gailkit_0_2_move_from_ppo_to_policy_with_one_notice
     assert old == {"ppo": {}, "policy": {"net_arch": [8], "ortho_init": False}}
     with pytest.raises(ConfigError, match="unknown setting 'ppo.encoder'"):  # only the moved names move
         config.build(TrainConfig, overrides=["ppo.encoder=cnn"])
+
+
+def test_bc_auto_epochs_by_data_size():
+    """50 passes over the demos, stopped at `BC_MAX_STEPS` minibatch steps for large demo sets; nothing without
+    actions, and nothing by default with the SAC generator."""
+    from gailkit.config.schema import BC_MAX_STEPS, BCConfig
+
+    bc = BCConfig()
+    assert bc.resolve(200, 100_000).epochs == 50  # one minibatch a pass
+    assert bc.resolve(25_000, 1_000_000).epochs == 50  # 98 a pass: 4,900 steps
+    big = bc.resolve(100_000, 1_000_000)  # 391 a pass
+    assert big.epochs == BC_MAX_STEPS // 391 and big.epochs * 391 <= BC_MAX_STEPS
+    assert bc.resolve(0, 100_000).epochs == 0 and bc.resolve(25_000, 100_000, "sac").epochs == 0
+    assert BCConfig(epochs=3).resolve(25_000, 100_000).epochs == 3

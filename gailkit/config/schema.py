@@ -79,6 +79,8 @@ class DiscConfig(_Checked):
 
 
 AUTO = _rule(lambda v: v >= -1, "must be >= 0, or -1 (auto)")
+BC_MAX_STEPS = 5_000
+"""The BC warm start's auto epochs stop at this many minibatch steps (large demo sets)."""
 
 
 @dataclasses.dataclass
@@ -88,7 +90,9 @@ class BCConfig(_Checked):
     0 without."""
 
     epochs: int = _f(-1, AUTO)
-    """Passes over the demos before GAIL starts [50, at most 2,000 steps of `batch_size`]. The
+    """Passes over the demos before GAIL starts [50, at most 5,000 steps of `batch_size`: 25 MuJoCo episodes
+    get all 50, which BC alone needs to reach the expert there; 2,000 left it at 0.57 and 0.74 of the expert on
+    Hopper and HalfCheetah, BENCHMARKS.md]. The
     policy's mean (or logits) is fit to the expert's actions."""
     batch_size: int = _f(256, GE1)
     learning_rate: float = _f(1e-3, GT0)
@@ -114,7 +118,7 @@ class BCConfig(_Checked):
                 raise ConfigError(
                     f"'bc.{named[0]}': behaviour cloning needs the expert's actions, and these demos have none"
                 )
-        epochs = max(1, min(50, 2000 // max(1, -(-n_demos // self.batch_size))))
+        epochs = max(1, min(50, BC_MAX_STEPS // max(1, -(-n_demos // self.batch_size))))
         auto = {
             "epochs": epochs,
             "critic_warmup_rounds": 5,
