@@ -6,6 +6,7 @@ stacks cost on disk and in memory, and what a fragment of Pong frames costs on t
     python bench/pong.py --summarize runs/pong                   # a `gailkit train` run's curve
     python bench/pong.py --train-memory                          # peak memory of a one-round train
     python bench/pong.py --bc-probe 1000 --bc-lr 1e-3            # what BC's CNN learns: train vs held-out game
+    python bench/pong.py --cnn-layout 6                           # a learner round: NCHW vs channels-last CNN input
 
 `--bc` trains gailkit's BC warm start alone (one round in which the cloned policy is not trained: the
 critic warm-up) and evaluates it as a run does. `--summarize` reads a run's metrics: env steps and
@@ -153,6 +154,41 @@ def train_memory(demos_path: Path) -> None:
     print(f"gailkit train, one round on {demos_path}: peak RSS {peak:,.0f} MB, {secs:.0f} s")
 
 
+def cnn_layout(demos_path: Path, rounds: int, repeats: int = 2) -> None:
+    """Seconds of a GAIL round (in-process, 1,024 env steps, no critic warm-up) with the CNN's input cast to
+    float32 as it comes (NCHW, the layout before) and in channels-last (today's, on the CPU), runs alternating
+    in one process: collection, rewards, PPO with the BC term, discriminator; the first round left out."""
+    import torch as th
+
+    from gailkit.model import encoders
+
+    today = encoders.ImageCNN.forward
+
+    def nchw(self, obs):  # ImageCNN.forward before channels-last
+        x = obs.float() * self.scale
+        return self.linear(self.cnn(x if self.channels_first else x.permute(0, 3, 1, 2)))
+
+    th.set_num_threads(1)
+    sets = ["bc.epochs=1", "bc.critic_warmup_rounds=0", "eval_every=0", "checkpoint_every=0"]
+    cols = ("round", "collect", "reward", "ppo", "disc")
+    print(f"# {ENV.id}: CNN input layout, {rounds} rounds a run, {repeats} runs each, alternating; "
+          f"{platform.machine()}, torch {th.__version__} (1 thread), {time.strftime('%Y-%m-%d')}")  # fmt: skip
+    seen: dict[str, list[dict]] = {"NCHW": [], "channels-last": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in range(repeats):
+            for name, fwd in (("NCHW", nchw), ("channels-last", today)):
+                encoders.ImageCNN.forward = fwd  # type: ignore[method-assign]
+                cfg = train.train_config(ENV.id, str(demos_path), None, [*sets, f"total_steps={rounds * 1024}"])
+                train.train(cfg, Path(tmp) / f"{name}-{k}", quiet=True, log=lambda m: None)
+                seen[name] += metrics.read_rows(Path(tmp) / f"{name}-{k}" / "metrics.csv")[1:]
+    encoders.ImageCNN.forward = today  # type: ignore[method-assign]
+    print("| CNN input | rounds | " + " | ".join(f"{c} s" for c in cols) + " |")
+    print("|---|---|" + "---|" * len(cols))
+    for name, rows in seen.items():
+        means = [np.mean([float(r[f"time/{c}_s"]) for r in rows]) for c in cols]
+        print(f"| {name} | {len(rows)} | " + " | ".join(f"{m:.2f}" for m in means) + " |")
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--demos", type=Path, default=Path("data/pong.arrow"))
@@ -163,7 +199,10 @@ def main() -> None:
     p.add_argument("--train-memory", action="store_true", help="peak memory of a one-round train instead")
     p.add_argument("--bc-probe", type=int, metavar="STEPS", help="what BC's CNN learns in STEPS steps instead")
     p.add_argument("--bc-lr", type=float, default=1e-3)
+    p.add_argument("--cnn-layout", type=int, metavar="ROUNDS", help="a round with NCHW vs channels-last input instead")
     args = p.parse_args()
+    if args.cnn_layout:
+        return cnn_layout(args.demos, args.cnn_layout)
     if args.bc_probe:
         return bc_probe(args.demos, args.bc_probe, args.bc_lr)
     if args.train_memory:
