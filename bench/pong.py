@@ -7,6 +7,7 @@ stacks cost on disk and in memory, and what a fragment of Pong frames costs on t
     python bench/pong.py --train-memory                          # peak memory of a one-round train
     python bench/pong.py --bc-probe 1000 --bc-lr 1e-3            # what BC's CNN learns: train vs held-out game
     python bench/pong.py --cnn-layout 6                           # a learner round: NCHW vs channels-last CNN input
+    python bench/pong.py --stalls 10                              # the scripted expert's games: where play stops
 
 `--bc` trains gailkit's BC warm start alone (one round in which the cloned policy is not trained: the
 critic warm-up) and evaluates it as a run does. `--summarize` reads a run's metrics: env steps and
@@ -189,6 +190,41 @@ def cnn_layout(demos_path: Path, rounds: int, repeats: int = 2) -> None:
         print(f"| {name} | {len(rows)} | " + " | ".join(f"{m:.2f}" for m in means) + " |")
 
 
+def stalls(demos_path: Path, games: int) -> None:
+    """The scripted expert's games from reset seeds 0..games-1 (as `demos record --seed 0` plays them): length, score,
+    points, how they ended, and the longest stretch with no ball in play (RAM ball y = 0); then, in the demo file,
+    each episode's steps after its last point and the NOOP share there and before."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs"))
+    import pong  # the scripted expert
+
+    print(f"# scripted Pong expert, {games} games; {platform.machine()}, {time.strftime('%Y-%m-%d')}")
+    print("| reset seed | steps | return | points | ended by | longest stretch without a ball (steps) |")
+    print("|---|---|---|---|---|---|")
+    for seed in range(games):
+        env = envs.make_factory(ENV)()
+        obs, _ = env.reset(seed=seed)
+        act, steps, ret, points, idle, longest = pong.tracker(env), 0, 0.0, 0, 0, 0
+        while True:
+            idle = idle + 1 if env.unwrapped.ale.getRAM()[pong.BALL_Y] == 0 else 0
+            longest = max(longest, idle)
+            obs, r, term, trunc, _ = env.step(act(obs))
+            steps, ret, points = steps + 1, ret + float(r), points + int(r != 0)
+            if term or trunc:
+                break
+        env.close()
+        end = "termination (21 points)" if term else "truncation (the env's step limit)"
+        print(f"| {seed} | {steps:,} | {ret:+.0f} | {points} | {end} | {longest:,} |", flush=True)
+    d = demos.load_file(demos_path)
+    for e in np.unique(d.episode_id):
+        rows = np.where(d.episode_id == e)[0]
+        rews, acts = np.asarray(d.rews)[rows], np.asarray(d.acts)[rows].astype(int)
+        last = int(np.nonzero(rews)[0][-1]) + 1
+        tail = f"NOOP {np.mean(acts[last:] == 0):.2f}" if last < len(rows) else "none"
+        print(f"{demos_path} episode {e}: {len(rows):,} transitions, {len(rows) - last:,} after its last point "
+              f"({(len(rows) - last) / len(d):.1%} of the file); NOOP share {np.mean(acts[:last] == 0):.2f} up to "
+              f"it, after it {tail}")  # fmt: skip
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--demos", type=Path, default=Path("data/pong.arrow"))
@@ -200,7 +236,10 @@ def main() -> None:
     p.add_argument("--bc-probe", type=int, metavar="STEPS", help="what BC's CNN learns in STEPS steps instead")
     p.add_argument("--bc-lr", type=float, default=1e-3)
     p.add_argument("--cnn-layout", type=int, metavar="ROUNDS", help="a round with NCHW vs channels-last input instead")
+    p.add_argument("--stalls", type=int, metavar="GAMES", help="where the scripted expert's games stop playing instead")
     args = p.parse_args()
+    if args.stalls:
+        return stalls(args.demos, args.stalls)
     if args.cnn_layout:
         return cnn_layout(args.demos, args.cnn_layout)
     if args.bc_probe:
