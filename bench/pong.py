@@ -190,14 +190,16 @@ def cnn_layout(demos_path: Path, rounds: int, repeats: int = 2) -> None:
         print(f"| {name} | {len(rows)} | " + " | ".join(f"{m:.2f}" for m in means) + " |")
 
 
-def stalls(demos_path: Path, games: int) -> None:
+def stalls(demos_path: Path, games: int, fire: bool = False) -> None:
     """The scripted expert's games from reset seeds 0..games-1 (as `demos record --seed 0` plays them): length, score,
     points, how they ended, and the longest stretch with no ball in play (RAM ball y = 0); then, in the demo file,
-    each episode's steps after its last point and the NOOP share there and before."""
+    each episode's steps after its last point and the NOOP share there and before. `fire`: the expert presses FIRE
+    whenever no ball is in play (does that bring one back?)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs"))
     import pong  # the scripted expert
 
-    print(f"# scripted Pong expert, {games} games; {platform.machine()}, {time.strftime('%Y-%m-%d')}")
+    print(f"# scripted Pong expert{', FIRE while no ball is in play' if fire else ''}, {games} games; "
+          f"{platform.machine()}, {time.strftime('%Y-%m-%d')}")  # fmt: skip
     print("| reset seed | steps | return | points | ended by | longest stretch without a ball (steps) |")
     print("|---|---|---|---|---|---|")
     for seed in range(games):
@@ -207,7 +209,8 @@ def stalls(demos_path: Path, games: int) -> None:
         while True:
             idle = idle + 1 if env.unwrapped.ale.getRAM()[pong.BALL_Y] == 0 else 0
             longest = max(longest, idle)
-            obs, r, term, trunc, _ = env.step(act(obs))
+            a = act(obs)
+            obs, r, term, trunc, _ = env.step(1 if fire and idle else a)
             steps, ret, points = steps + 1, ret + float(r), points + int(r != 0)
             if term or trunc:
                 break
@@ -237,9 +240,10 @@ def main() -> None:
     p.add_argument("--bc-lr", type=float, default=1e-3)
     p.add_argument("--cnn-layout", type=int, metavar="ROUNDS", help="a round with NCHW vs channels-last input instead")
     p.add_argument("--stalls", type=int, metavar="GAMES", help="where the scripted expert's games stop playing instead")
+    p.add_argument("--fire", action="store_true", help="with --stalls: FIRE whenever no ball is in play")
     args = p.parse_args()
     if args.stalls:
-        return stalls(args.demos, args.stalls)
+        return stalls(args.demos, args.stalls, args.fire)
     if args.cnn_layout:
         return cnn_layout(args.demos, args.cnn_layout)
     if args.bc_probe:
