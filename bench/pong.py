@@ -200,23 +200,25 @@ def stalls(demos_path: Path, games: int, fire: bool = False) -> None:
 
     print(f"# scripted Pong expert{', FIRE while no ball is in play' if fire else ''}, {games} games; "
           f"{platform.machine()}, {time.strftime('%Y-%m-%d')}")  # fmt: skip
-    print("| reset seed | steps | return | points | ended by | longest stretch without a ball (steps) |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| reset seed | steps | return | points | largest reward of one step | ended by | longest stretch without a ball (steps) |"
+    )
+    print("|---|---|---|---|---|---|---|")
     for seed in range(games):
         env = envs.make_factory(ENV)()
         obs, _ = env.reset(seed=seed)
-        act, steps, ret, points, idle, longest = pong.tracker(env), 0, 0.0, 0, 0, 0
+        act, steps, ret, points, idle, longest, top = pong.tracker(env), 0, 0.0, 0, 0, 0, 0.0
         while True:
             idle = idle + 1 if env.unwrapped.ale.getRAM()[pong.BALL_Y] == 0 else 0
             longest = max(longest, idle)
             a = act(obs)
             obs, r, term, trunc, _ = env.step(1 if fire and idle else a)
-            steps, ret, points = steps + 1, ret + float(r), points + int(r != 0)
+            steps, ret, points, top = steps + 1, ret + float(r), points + int(r != 0), max(top, float(r))
             if term or trunc:
                 break
         env.close()
         end = "termination (21 points)" if term else "truncation (the env's step limit)"
-        print(f"| {seed} | {steps:,} | {ret:+.0f} | {points} | {end} | {longest:,} |", flush=True)
+        print(f"| {seed} | {steps:,} | {ret:+.0f} | {points} | {top:+.0f} | {end} | {longest:,} |", flush=True)
     d = demos.load_file(demos_path)
     for e in np.unique(d.episode_id):
         rows = np.where(d.episode_id == e)[0]

@@ -167,6 +167,23 @@ def test_pong_scripted_expert_records_and_the_atari_pipeline_trains_exports_and_
     assert json.loads(r.stdout)["returns"] == report["policy"]["returns"]
 
 
+def test_an_atari_episode_limit_counts_the_agents_steps_not_console_frames():
+    """`env.max_episode_steps` with Atari's preprocessing cuts after that many agent steps (4 frames each), as it
+    does for any env; the Pong settings set one below the step at which the console stops play."""
+    from gailkit.data import experts
+
+    env = envs.make_env(EnvConfig(id="ALE/Pong-v5", preprocess="atari", frame_stack=4, max_episode_steps=30))
+    env.reset(seed=0)
+    steps, truncated = 0, False
+    while not truncated:
+        _, _, terminated, truncated, _ = env.step(0)
+        steps += 1
+        assert not terminated
+    env.close()
+    assert steps == 30
+    assert 0 < experts.env_settings("ALE/Pong-v5").max_episode_steps < 16_300
+
+
 def test_an_atari_setting_that_cannot_apply_is_one_line(tmp_path):
     r = run_cli("demos", "record", "--env", "CartPole-v1", "--expert", "experts/cartpole.zip", "--episodes", "1",
                 "--preprocess", "atari", "--out", str(tmp_path / "x.arrow"))  # fmt: skip

@@ -32,7 +32,8 @@ class EnvConfig(_Checked):
     axis, padded at reset with the first frame). Demo files hold one frame a step; stacks are rebuilt
     from their episodes when they are read."""
     max_episode_steps: int = _f(0, GE0)
-    """Episodes are cut (truncated) after this many steps (gymnasium's time limit); 0: the env's own
+    """Episodes are cut (truncated) after this many of the agent's steps (gymnasium's time limit; with
+    `preprocess: atari`, steps of 4 frames); 0: the env's own
     (a registered id's `max_episode_steps`; an env class named by file has none, so an env that never
     ends needs this)."""
 

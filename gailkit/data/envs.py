@@ -147,14 +147,18 @@ class _RegisteredFactory:
         self.name, self.kwargs, self.cfg = name, kwargs, cfg
 
     def __call__(self) -> gym.Env:
-        limit: dict[str, Any] = {"max_episode_steps": self.cfg.max_episode_steps} if self.cfg.max_episode_steps else {}
+        # The limit counts the agent's steps. Atari's preprocessing steps the env 4 frames at a time, so there
+        # the limit wraps the preprocessed env; elsewhere gym.make sets it (replacing the registered one).
+        n, atari = self.cfg.max_episode_steps, self.cfg.preprocess == "atari"
+        limit: dict[str, Any] = {"max_episode_steps": n} if n and not atari else {}
         try:
             env = gym.make(self.name, **self.kwargs, **limit)
         except (TypeError, ValueError) as e:
             raise EnvError(f"--env {self.name}: bad env kwargs {self.kwargs} ({e})") from None
         except gym.error.DependencyNotInstalled as e:
             raise EnvError(f"--env {self.name}: {str(e).splitlines()[0]}") from None
-        return check_spaces(_wrapped(env, self.cfg), self.name)
+        env = _wrapped(env, self.cfg)
+        return check_spaces(gym.wrappers.TimeLimit(env, n) if n and atari else env, self.name)
 
 
 class _ClassFactory:
