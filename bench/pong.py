@@ -195,8 +195,7 @@ def stalls(demos_path: Path, games: int, fire: bool = False) -> None:
     points, how they ended, and the longest stretch with no ball in play (RAM ball y = 0); then, in the demo file,
     each episode's steps after its last point and the NOOP share there and before. `fire`: the expert presses FIRE
     whenever no ball is in play (does that bring one back?)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs"))
-    import pong  # the scripted expert
+    from gailkit_envs import pong  # the scripted expert: the project's envs/ as installed (gailkit.data.envs)
 
     print(f"# scripted Pong expert{', FIRE while no ball is in play' if fire else ''}, {games} games; "
           f"{platform.machine()}, {time.strftime('%Y-%m-%d')}")  # fmt: skip
