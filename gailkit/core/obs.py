@@ -33,8 +33,8 @@ def is_dict(x: Any) -> bool:
     return isinstance(x, Mapping)
 
 
-def tmap(fn: Callable[[np.ndarray], Any], x: Any) -> Any:
-    """`fn` applied to the array, or to every entry of a dict (keys kept in order)."""
+def tmap(fn: Callable[[Any], Any], x: Any) -> Any:
+    """`fn` applied to the array (or tensor), or to every entry of a dict (keys kept in order)."""
     if is_dict(x):
         return {k: fn(v) for k, v in x.items()}
     return fn(x)

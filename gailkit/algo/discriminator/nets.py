@@ -13,6 +13,7 @@ from torch import nn
 
 from gailkit.algo.discriminator.batch import Batch, Obs
 from gailkit.config import DiscConfig
+from gailkit.core import obs as obs_tree
 from gailkit.model import encoders
 
 
@@ -21,9 +22,7 @@ def _masked(x: Obs, absorbing: th.Tensor) -> Obs:
     one is returned as it is: a batch of frames is not copied (nor cast to float) for nothing."""
     if not bool(absorbing.any()):
         return x
-    if isinstance(x, dict):
-        return {k: v.masked_fill(absorbing.reshape(-1, *([1] * (v.dim() - 1))), 0) for k, v in x.items()}
-    return x.masked_fill(absorbing.reshape(-1, *([1] * (x.dim() - 1))), 0)
+    return obs_tree.tmap(lambda v: v.masked_fill(absorbing.reshape(-1, *([1] * (v.dim() - 1))), 0), x)
 
 
 class Inputs(nn.Module):
