@@ -81,16 +81,9 @@ def run_bc(args, d, obs_space, act_space) -> dict:
 
     hp = tuned_settings(args.env, "bc")
     demos_t = as_transitions(d)
-    pk = dict(hp["policy"]["policy_kwargs"])
-    kwargs = {}
-    if "features_extractor_class" in pk:
-        kwargs["features_extractor_class"] = _cls(pk["features_extractor_class"])
-        kwargs["features_extractor_kwargs"] = {
-            "normalize_class": _cls(pk["features_extractor_kwargs"]["normalize_class"])
-        }
     th.manual_seed(args.seed)  # the policy's initialization too
     policy = _cls(hp["policy"]["policy_cls"])(
-        observation_space=obs_space, action_space=act_space, lr_schedule=lambda _: 1.0, **kwargs
+        observation_space=obs_space, action_space=act_space, lr_schedule=lambda _: 1.0, **policy_kwargs(hp)
     )
     b = hp["bc"]
     batch = min(int(b["batch_size"]), len(demos_t))
@@ -116,6 +109,20 @@ def run_bc(args, d, obs_space, act_space) -> dict:
 
     ret = envs.run_episodes(act, args.env, args.eval_episodes, args.eval_seed)["return_mean"]
     return {"curve": [(0, seconds, ret)], "settings": {**b, "batch_size": batch}, "tuned_batch_size": b["batch_size"]}
+
+
+def policy_kwargs(hp: dict) -> dict:
+    """The SB3 policy's keyword arguments from a tuned settings file's `policy.policy_kwargs` (classes named
+    as `py/type` strings there; an old-style `net_arch` list holds one dict)."""
+    pk, out = hp["policy"]["policy_kwargs"], {}
+    if "activation_fn" in pk:
+        out["activation_fn"] = _cls(pk["activation_fn"])
+    if "net_arch" in pk:
+        out["net_arch"] = pk["net_arch"][0] if isinstance(pk["net_arch"], list) else pk["net_arch"]
+    if "features_extractor_class" in pk:
+        out["features_extractor_class"] = _cls(pk["features_extractor_class"])
+        out["features_extractor_kwargs"] = {"normalize_class": _cls(pk["features_extractor_kwargs"]["normalize_class"])}
+    return out
 
 
 def _cls(spec):
@@ -157,17 +164,6 @@ def main() -> None:
     venv = DummyVecEnv([factory] * args.n_envs)
     venv.seed(args.seed)
     rl = hp["rl"]
-    pk = dict(hp["policy"]["policy_kwargs"])
-    policy_kwargs = {}
-    if "activation_fn" in pk:
-        policy_kwargs["activation_fn"] = _cls(pk["activation_fn"])
-    if "net_arch" in pk:
-        policy_kwargs["net_arch"] = pk["net_arch"][0] if isinstance(pk["net_arch"], list) else pk["net_arch"]
-    if "features_extractor_class" in pk:
-        policy_kwargs["features_extractor_class"] = _cls(pk["features_extractor_class"])
-        policy_kwargs["features_extractor_kwargs"] = {
-            "normalize_class": _cls(pk["features_extractor_kwargs"]["normalize_class"])
-        }
     policy = hp["policy"]["policy_cls"]
     policy = _cls(policy) if isinstance(policy, dict) else policy
     learner = PPO(
@@ -176,7 +172,7 @@ def main() -> None:
         n_steps=rl["batch_size"] // args.n_envs,
         seed=args.seed,
         device="cpu",
-        policy_kwargs=policy_kwargs,
+        policy_kwargs=policy_kwargs(hp),
         **rl["rl_kwargs"],
     )
     reward_net = BasicRewardNet(obs_space, act_space, normalize_input_layer=RunningNorm)
