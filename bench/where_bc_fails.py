@@ -34,7 +34,7 @@ import torch as th
 from gail_vs_imitation import eval_curve, scored  # the same curve and threshold
 
 from gailkit.data import demos, envs
-from gailkit.run import checkpoint, metrics, train
+from gailkit.run import checkpoint, metrics, session, train
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV_FILES = {"Hopper-v4": "hopper", "HalfCheetah-v4": "halfcheetah", "Walker2d-v4": "walker2d", "Ant-v4": "ant"}
@@ -77,14 +77,12 @@ def run_imitation(args, arm: str, seed: int, demo_file: Path, tmp: Path) -> dict
     """imitation's BC or GAIL on the same file, evaluated on the same seeds, against the references a gailkit
     run of this seed computes (the file's expert return; the random policy from `seed + 1_000_000`)."""
     cfg = train.train_config(args.env, str(demo_file), None, [f"seed={seed}", f"eval_episodes={args.eval_episodes}"])
-    expert, source = demos.expert_reference(demos.load_file(demo_file))
-    episodes, ref_seed = max(checkpoint.RANDOM_EPISODES, cfg.eval_episodes), cfg.seed + 1_000_000
-    refs = checkpoint.random_reference(cfg.env, envs.spaces(cfg.env)[1], episodes, ref_seed, False, expert, source)
+    refs = session.run_references(cfg, envs.spaces(cfg.env), demos.load_file(demo_file), False)
     out = tmp / f"{arm}-{seed}.json"
     cmd = [args.imitation_python, str(ROOT / "bench" / "imitation_gail.py"), "--algo", arm.split("-")[1]]
     cmd += ["--env", args.env, "--demos", str(demo_file), "--seed", str(seed), "--steps", str(args.steps)]
     cmd += ["--eval-every-steps", str(args.eval_every_steps), "--eval-episodes", str(args.eval_episodes)]
-    cmd += ["--eval-seed", str(ref_seed), "--out", str(out)]
+    cmd += ["--eval-seed", str(refs.random_seed), "--out", str(out)]
     with open(tmp / f"{arm}-{seed}.log", "w") as log:  # imitation prints a table per round
         subprocess.run(cmd, check=True, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     res = json.loads(out.read_text())

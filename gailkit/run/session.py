@@ -162,7 +162,7 @@ class Run:
             log(
                 f"measuring a uniform random policy's return over {episodes} episodes (the low reference of normalized scores)"
             )
-            references = cls._references(cfg, spaces, expert_demos, allow_code)
+            references = run_references(cfg, spaces, expert_demos, allow_code)
         generator = make_generator(cfg, *spaces, device)
         disc = Discriminator(*spaces, cfg.disc, device, reward_fn)
         expert = expert_data(disc, expert_demos.obs, expert_demos.acts, expert_demos.next_obs, expert_demos.terminated)
@@ -173,13 +173,6 @@ class Run:
             state = _restore(learner, state, states, log)
         fleet = make_fleet(cfg, spaces, interrupt, allow_code, log)
         return cls(cfg, run_dir, learner, fleet, spaces, reward_fn, references, expert_demos, device, state, log)
-
-    @staticmethod
-    def _references(cfg: TrainConfig, spaces, expert_demos: demos.Demos, allow_code: bool) -> References:
-        given = (cfg.expert_return, "--expert-return") if cfg.expert_return is not None else None
-        expert_return, source = given or demos.expert_reference(expert_demos)
-        episodes, seed = max(RANDOM_EPISODES, cfg.eval_episodes), cfg.seed + 1_000_000
-        return random_reference(cfg.env, spaces[1], episodes, seed, allow_code, expert_return, source)
 
     def start(self, fleet: bool = True) -> None:
         """Start the fleet (unless `fleet` is false: `start_fleet` later, after a BC warm start of minutes that
@@ -297,4 +290,11 @@ class Run:
         return self.cfg.total_rounds * self.cfg.round_steps
 
 
-__all__ = ["Run", "resolve_device"]
+def run_references(cfg: TrainConfig, spaces, expert_demos: demos.Demos, allow_code: bool) -> References:
+    given = (cfg.expert_return, "--expert-return") if cfg.expert_return is not None else None
+    expert_return, source = given or demos.expert_reference(expert_demos)
+    episodes, seed = max(RANDOM_EPISODES, cfg.eval_episodes), cfg.seed + 1_000_000
+    return random_reference(cfg.env, spaces[1], episodes, seed, allow_code, expert_return, source)
+
+
+__all__ = ["Run", "resolve_device", "run_references"]
