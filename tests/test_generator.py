@@ -246,3 +246,30 @@ def test_behaviour_cloning_fits_a_cnn_encoder_and_critic_only_rounds_leave_it_as
     assert any(k.startswith("pi_features_extractor") for k in actor)
     assert all(th.equal(before[k], after[k]) for k in actor)
     assert not th.equal(before["value_net.weight"], after["value_net.weight"])
+
+
+def test_behaviour_cloning_learns_where_a_small_ball_is_from_pong_like_frames_with_the_default_network():
+    """Gray 40x40 frames, a 2-pixel ball and a paddle; the expert moves the paddle toward the ball. With
+    two tanh layers after the CNN (the old default) BC kept predicting the action counts on such frames,
+    as it did on Pong's demos; with the heads on the CNN's features (SB3's CnnPolicy) it learns them."""
+    import gymnasium as gym
+
+    size, n = 40, 1024
+    rng = np.random.default_rng(0)
+    ball_y, ball_x, paddle_y = rng.integers(2, size - 4, n), rng.integers(4, size - 8, n), rng.integers(2, size - 10, n)
+    obs = np.full((n, 4, size, size), 87, np.uint8)
+    for i in range(n):
+        obs[i, :, ball_y[i] : ball_y[i] + 2, ball_x[i]] = 236
+        obs[i, :, paddle_y[i] : paddle_y[i] + 8, size - 4 : size - 2] = 147
+    gap = ball_y - (paddle_y + 3)
+    target = np.where(gap < -2, 1, np.where(gap > 2, 2, 0))
+    space = gym.spaces.Box(0, 255, (4, size, size), np.uint8)
+    th.manual_seed(0)
+    gen = Generator(
+        space, gym.spaces.Discrete(3), PPOConfig(n_steps=16, batch_size=16), PolicyConfig(), True, 1, "cpu", 0
+    )
+    assert len(gen.policy.mlp_extractor.policy_net) == 0  # the heads read the CNN's features
+    gen.behaviour_clone(obs, target, 120, 64, 1e-3, rng)
+    acts, _ = policy.act(gen.policy, obs, deterministic=True)
+    prior = np.bincount(target).max() / n
+    assert (acts == target).mean() > prior + 0.25

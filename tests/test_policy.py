@@ -73,3 +73,24 @@ def test_fragment_shape_checks_and_stack():
     assert both.obs.shape == (4, 5, 3) and both.first_starts.shape == (5,)
     with pytest.raises(ValueError, match="different lengths"):
         stack([_frag(4, 2, 0), _frag(5, 2, 1)])
+
+
+def test_a_cnn_policy_has_no_hidden_layers_by_default_and_older_checkpoints_keep_theirs():
+    """SB3's CnnPolicy layout when `net_arch` is empty; a learner state trained with gailkit 0.2's default
+    ([64, 64] after the CNN too) gets settings that rebuild exactly its network; vectors keep [64, 64]."""
+    frames = gym.spaces.Box(0, 255, (12, 12, 3), np.uint8)
+    vector = gym.spaces.Box(-1, 1, (3,), np.float32)
+    acts = gym.spaces.Discrete(2)
+    cnn = policy.build(frames, acts, PolicyConfig(), True)
+    assert len(cnn.mlp_extractor.policy_net) == 0 and len(cnn.mlp_extractor.value_net) == 0
+    assert len(policy.build(vector, acts, PolicyConfig(), True).mlp_extractor.policy_net) == 4  # two tanh layers
+    older = policy.build(frames, acts, PolicyConfig(net_arch=[64, 64]), True)
+    net = policy.as_trained(PolicyConfig(), frames, {"generator": {"policy": older.state_dict()}})
+    assert net.net_arch == [64, 64]
+    policy.build(frames, acts, net, True).load_state_dict(older.state_dict())  # rebuilds as trained
+    assert policy.as_trained(PolicyConfig(), frames, {"generator": {"policy": cnn.state_dict()}}).net_arch == []
+    assert policy.as_trained(
+        PolicyConfig(net_arch=[16]), frames, {"generator": {"policy": older.state_dict()}}
+    ).net_arch == [16]
+    assert policy.as_trained(PolicyConfig(), vector, {"generator": {"policy": older.state_dict()}}).net_arch == []
+    assert policy.as_trained(PolicyConfig(), frames, None).net_arch == []

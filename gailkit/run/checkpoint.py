@@ -202,12 +202,14 @@ def load(path: str | Path, device: str | th.device = "cpu") -> RunState:
     from gailkit import config
     from gailkit.config import TrainConfig
     from gailkit.data import demos
+    from gailkit.model import policy
 
     try:
         settings = config.from_dict(TrainConfig, config.migrate(data["config"], str(path)), "config")
         spaces = demos.space_from_json(data["spaces"]["observation"]), demos.space_from_json(data["spaces"]["action"])
     except (GailkitError, KeyError, TypeError, ValueError, AttributeError) as e:
         raise CheckpointError(f"{path}: its settings or spaces cannot be read ({type(e).__name__}: {e})") from None
+    settings = dataclasses.replace(settings, policy=policy.as_trained(settings.policy, spaces[0], data.get("learner")))
     known = {f.name for f in dataclasses.fields(RunState) if not f.metadata.get("derived")}
     fields = {k: v for k, v in data.items() if k in known and k not in ("references", "best")}
     return RunState(

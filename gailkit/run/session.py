@@ -1,10 +1,9 @@
 """`Run`: everything one training run is made of, built from the settings before any file is written.
 
-`Run.prepare` checks the settings, resolves the device and the env, loads and validates the demos,
-fixes the reward function and the reference returns, builds the learner and the fleet, and reads
-the checkpoint to resume from; nothing is written and nothing is started. `Run.start` starts the
-fleet and only then creates the run directory (or cleans and continues it), so a start that fails
-(a busy port, a bad key file) leaves no folder behind. `Run.stop` always stops the fleet.
+`Run.prepare` checks the settings, resolves the device and the env, loads and validates the demos, fixes the reward
+function and the reference returns, builds the learner and the fleet, and reads the checkpoint to resume from;
+nothing is written and nothing is started. `Run.start` starts the fleet and only then creates the run directory (or
+cleans and continues it): a start that fails (a busy port, a bad key file) leaves no folder. `Run.stop` always stops the fleet.
 """
 
 from __future__ import annotations
@@ -140,6 +139,7 @@ class Run:
         states = run_dir.readable(log=log) if resume else None
         state = next(states)[0] if states is not None else None
         spaces = envs.spaces(cfg.env, allow_code, source=str(run_dir.config) if resume else "the settings file")
+        cfg = dataclasses.replace(cfg, policy=policy.as_trained(cfg.policy, spaces[0], state and state.learner))
         limit = cfg.demo_time_limit or cfg.env.max_episode_steps
         how = (cfg.unsafe_pickle, cfg.demo_columns, cfg.demo_merge, limit)  # as demos.load names them
         expert_demos = demos.load(cfg.demos, cfg.env.id, spaces, *how, frame_stack=cfg.env.frame_stack)
