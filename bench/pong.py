@@ -6,6 +6,7 @@ stacks cost on disk and in memory, and what a fragment of Pong frames costs on t
     python bench/pong.py --summarize runs/pong                   # a `gailkit train` run's curve
     python bench/pong.py --train-memory                          # peak memory of a one-round train
     python bench/pong.py --bc-probe 1000 --bc-lr 1e-3            # what BC's CNN learns: train vs held-out game
+    python bench/pong.py --bc-probe 500 --bc-net-arch 64,64       # the same with tanh layers after the CNN
     python bench/pong.py --cnn-layout 6                           # a learner round: NCHW vs channels-last CNN input
     python bench/pong.py --stalls 10                              # the scripted expert's games: where play stops
 
@@ -99,9 +100,11 @@ def behaviour_cloning_alone(demos_path: Path, episodes: int) -> None:
     )
 
 
-def bc_probe(demos_path: Path, steps: int, lr: float) -> None:
+def bc_probe(demos_path: Path, steps: int, lr: float, net_arch: str = "") -> None:
     """BC (PPO's `bc_steps`, the run's CNN) on the demos' longest game; on 1,024 frames of it and of the other
-    games: how much the logits vary across frames (std), the argmax's accuracy, and NOOP's share."""
+    games: how much the logits and the actor's latent (the CNN's features after `net_arch`'s layers) vary across
+    frames (std), the argmax's accuracy, and NOOP's share. `net_arch` "64,64": the layers before
+    `policy.default_net_arch`."""
     import torch as th
 
     from gailkit.algo import generator
@@ -109,7 +112,8 @@ def bc_probe(demos_path: Path, steps: int, lr: float) -> None:
     from gailkit.core import obs as obs_tree
     from gailkit.core.framestacks import FrameStacks
 
-    cfg = train.train_config(ENV.id, str(demos_path), None, ["generator=ppo"])
+    arch = [f"policy.net_arch=[{net_arch}]"] if net_arch else []
+    cfg = train.train_config(ENV.id, str(demos_path), None, ["generator=ppo", *arch])
     spaces = envs.spaces(ENV)
     d = demos.load(demos_path, ENV.id, spaces, frame_stack=ENV.frame_stack)
     assert isinstance(d.obs, FrameStacks)
@@ -126,13 +130,17 @@ def bc_probe(demos_path: Path, steps: int, lr: float) -> None:
         pol = gen.policy
         with th.no_grad():
             f = pol.extract_features(obs_tree.take(obs_t, th.as_tensor(idx)), pol.pi_features_extractor)
-            logits = pol.action_net(pol.mlp_extractor.forward_actor(f))
+            latent = pol.mlp_extractor.forward_actor(f)
+            logits = pol.action_net(latent)
         t = d.acts[idx].astype(int)
         acc, noop = (logits.argmax(1).numpy() == t).mean(), (t == 0).mean()
-        return f"logit std {float(logits.std(0).mean()):.4f}, accuracy {acc:.3f} (NOOP's share {noop:.3f})"
+        return (
+            f"logit std {float(logits.std(0).mean()):.4f}, latent std {float(latent.std(0).mean()):.5f}, "
+            f"accuracy {acc:.3f} (NOOP's share {noop:.3f})"
+        )
 
     print(f"BC probe: trained on game {ids[np.argmax(counts)]} ({len(train_rows):,} transitions), held out "
-          f"{len(held_rows):,}; lr {lr}")  # fmt: skip
+          f"{len(held_rows):,}; lr {lr}; actor layers after the CNN {cfg.policy.net_arch or 'default'}")  # fmt: skip
     print(f"  at init: held out {probe(held_rows)}", flush=True)
     train_obs = FrameStacks(d.obs.frames, d.obs.index[train_rows])
     for k in range(4):
@@ -239,6 +247,9 @@ def main() -> None:
     p.add_argument("--train-memory", action="store_true", help="peak memory of a one-round train instead")
     p.add_argument("--bc-probe", type=int, metavar="STEPS", help="what BC's CNN learns in STEPS steps instead")
     p.add_argument("--bc-lr", type=float, default=1e-3)
+    p.add_argument(
+        "--bc-net-arch", default="", metavar="64,64", help="with --bc-probe: the actor's layers after the CNN"
+    )
     p.add_argument("--cnn-layout", type=int, metavar="ROUNDS", help="a round with NCHW vs channels-last input instead")
     p.add_argument("--stalls", type=int, metavar="GAMES", help="where the scripted expert's games stop playing instead")
     p.add_argument("--fire", action="store_true", help="with --stalls: FIRE whenever no ball is in play")
@@ -248,7 +259,7 @@ def main() -> None:
     if args.cnn_layout:
         return cnn_layout(args.demos, args.cnn_layout)
     if args.bc_probe:
-        return bc_probe(args.demos, args.bc_probe, args.bc_lr)
+        return bc_probe(args.demos, args.bc_probe, args.bc_lr, args.bc_net_arch)
     if args.train_memory:
         return train_memory(args.demos)
     if args.summarize:
