@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import torch as th
 from stable_baselines3 import PPO
 
@@ -248,10 +249,12 @@ def test_behaviour_cloning_fits_a_cnn_encoder_and_critic_only_rounds_leave_it_as
     assert not th.equal(before["value_net.weight"], after["value_net.weight"])
 
 
-def test_behaviour_cloning_learns_where_a_small_ball_is_from_pong_like_frames_with_the_default_network():
+@pytest.mark.parametrize("dict_obs", [False, True], ids=["frames", "dict"])
+def test_behaviour_cloning_learns_where_a_small_ball_is_from_pong_like_frames_with_the_default_network(dict_obs):
     """Gray 40x40 frames, a 2-pixel ball and a paddle; the expert moves the paddle toward the ball. With
     two tanh layers after the CNN (the old default) BC kept predicting the action counts on such frames,
-    as it did on Pong's demos; with the heads on the CNN's features (SB3's CnnPolicy) it learns them."""
+    as it did on Pong's demos, alone or as a Dict's entry; with the heads on the CNN's features (SB3's
+    CnnPolicy) it learns them."""
     import gymnasium as gym
 
     size, n = 40, 1024
@@ -263,7 +266,10 @@ def test_behaviour_cloning_learns_where_a_small_ball_is_from_pong_like_frames_wi
         obs[i, :, paddle_y[i] : paddle_y[i] + 8, size - 4 : size - 2] = 147
     gap = ball_y - (paddle_y + 3)
     target = np.where(gap < -2, 1, np.where(gap > 2, 2, 0))
-    space = gym.spaces.Box(0, 255, (4, size, size), np.uint8)
+    space: gym.Space = gym.spaces.Box(0, 255, (4, size, size), np.uint8)
+    if dict_obs:
+        space = gym.spaces.Dict({"frame": space, "vec": gym.spaces.Box(-1, 1, (2,), np.float32)})
+        obs = {"frame": obs, "vec": rng.uniform(-1, 1, (n, 2)).astype(np.float32)}
     th.manual_seed(0)
     gen = Generator(
         space, gym.spaces.Discrete(3), PPOConfig(n_steps=16, batch_size=16), PolicyConfig(), True, 1, "cpu", 0

@@ -39,7 +39,8 @@ class PolicyConfig(_Checked):
 
     net_arch: list[int] = _f([], LAYERS)
     """Hidden layers of the policy network (after the encoder); empty: the generator's own default
-    ([64, 64] for ppo, none after a CNN as in SB3's `CnnPolicy`; [256, 256] for sac)."""
+    ([64, 64] for ppo, but none when a CNN reads frames, alone as in SB3's `CnnPolicy` or in a Dict;
+    [256, 256] for sac)."""
     vf_arch: list[int] = _f([], LAYERS)
     """Hidden layers of the value network, or of each of SAC's twin Q networks (empty: as `net_arch`)."""
     activation: Literal["auto", "tanh", "relu", "elu", "leaky_relu", "gelu", "silu"] = "auto"

@@ -20,7 +20,6 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 
 from gailkit.config import PolicyConfig, PPOConfig
 from gailkit.core import obs as obs_tree
-from gailkit.core.errors import GailkitError
 from gailkit.core.fragments import Weights
 from gailkit.core.framestacks import FrameStacks
 from gailkit.model import encoders
@@ -44,12 +43,14 @@ def schedules(cfg: PPOConfig) -> tuple[Any, Any]:
     return (lambda progress, v=cfg.learning_rate: progress * v), (lambda progress, v=cfg.clip_range: progress * v)
 
 
-def default_net_arch(extractor: type) -> list[int]:
-    """Hidden layers between the encoder and the heads when `policy.net_arch` is empty: none after a CNN
-    (SB3's `CnnPolicy` and rl-zoo3's Atari PPO: the heads read the CNN's 512 features), [64, 64] otherwise
-    (SB3's `MlpPolicy` and `MultiInputPolicy`). Two tanh layers on a CNN saturate during behaviour cloning
-    on Pong and the clone predicts the action counts for every frame (BENCHMARKS.md, "Pong")."""
-    return [] if extractor is encoders.ImageCNN else [64, 64]
+def default_net_arch(observation_space: gym.Space, encoder: str = "auto") -> list[int]:
+    """Hidden layers between the encoder and the heads when `policy.net_arch` is empty: none when a CNN reads
+    the frames (alone, as SB3's `CnnPolicy` and rl-zoo3's Atari PPO, or as an entry of a Dict), [64, 64]
+    otherwise (SB3's `MlpPolicy`). Two tanh layers after a CNN saturate during behaviour cloning: on Pong the
+    clone predicted the action counts for every frame (BENCHMARKS.md, "Pong"); ReLU layers do not, so
+    `net_arch: [64, 64]` with `activation: relu` is the choice for a Dict whose vectors need layers."""
+    subs = observation_space.spaces.values() if isinstance(observation_space, gym.spaces.Dict) else [observation_space]
+    return [] if any(encoders.is_image(sub, encoder) for sub in subs) else [64, 64]
 
 
 def as_trained(net: PolicyConfig, observation_space: gym.Space, learner_state: Any) -> PolicyConfig:
@@ -58,10 +59,9 @@ def as_trained(net: PolicyConfig, observation_space: gym.Space, learner_state: A
     rebuilds, resumes, evaluates and exports as it was trained)."""
     try:
         hidden = "mlp_extractor.policy_net.0.weight" in learner_state["generator"]["policy"]
-        extractor = encoders.choose(observation_space, net.encoder)[0]
-    except (GailkitError, KeyError, TypeError):
+    except (KeyError, TypeError):
         return net
-    older = not net.net_arch and hidden and not default_net_arch(extractor)
+    older = not net.net_arch and hidden and not default_net_arch(observation_space, net.encoder)
     return dataclasses.replace(net, net_arch=[64, 64]) if older else net
 
 
@@ -69,7 +69,7 @@ def policy_kwargs(cfg: PolicyConfig, normalize_obs: bool, observation_space: gym
     """Keyword arguments of `ActorCriticPolicy` for these settings (same on learner and actors); the
     features extractor is the encoder factory's choice for the space."""
     extractor, extractor_kwargs = encoders.choose(observation_space, cfg.encoder, normalize_obs, cfg.cnn_features)
-    pi = list(cfg.net_arch or default_net_arch(extractor))
+    pi = list(cfg.net_arch or default_net_arch(observation_space, cfg.encoder))
     return dict(
         net_arch=dict(pi=pi, vf=list(cfg.vf_arch or pi)),
         activation_fn=ACTIVATIONS["tanh" if cfg.activation == "auto" else cfg.activation],
