@@ -232,3 +232,39 @@ def test_a_dict_observation_with_a_frame_stack_is_refused_before_any_episode_is_
                 "--episodes", "2", "--frame-stack", "2", "--out", str(out))  # fmt: skip
     assert r.returncode == 2 and "frame stacks need a Box" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_a_run_made_with_the_older_cnn_default_keeps_its_layers_to_evaluate_export_and_resume(tmp_path):
+    """A CNN policy of a run from before `policy.default_net_arch` has [64, 64] tanh layers under an empty
+    `net_arch` in its settings; today's default has none, and its checkpoints still load as trained."""
+    import yaml
+
+    from gailkit.run import checkpoint, train
+
+    env, demos, run = "tests/space_envs.py:ImageObs", tmp_path / "demos.arrow", tmp_path / "run"
+    r = run_cli("demos", "record", "--env", env, "--expert", "tests/space_envs.py:image_expert", "--episodes", "4",
+                "--out", str(demos))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    sets = ["total_steps=128", "checkpoint_every=2", "eval_every=0"]
+    older = train.train_config(env, str(demos), None, [*sets, "policy.net_arch=[64, 64]"], preset="tiny")
+    train.train(older, run, quiet=True, log=lambda m: None, allow_code=True)
+    for ckpt in run.rglob("*.pt"):  # what that run wrote: an empty net_arch
+        data = th.load(ckpt, weights_only=True)
+        data["config"]["policy"]["net_arch"] = []
+        th.save(data, ckpt)
+    settings = yaml.safe_load((run / "config.yaml").read_text())
+    assert settings["policy"]["net_arch"] == [64, 64]
+    settings["policy"]["net_arch"] = []
+    (run / "config.yaml").write_text(yaml.safe_dump(settings))
+    pol, state = checkpoint.load_policy(run / "final" / "checkpoint.pt")
+    assert len(pol.mlp_extractor.policy_net) == 4 and state.settings.policy.net_arch == [64, 64]
+    r = run_cli("evaluate", str(run), "--env", env, "--episodes", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    r = run_cli("export", str(run), "--out", str(tmp_path / "p.onnx"))
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr
+    logged: list[str] = []
+    today = train.train_config(
+        env, str(demos), None, [*sets[1:], "total_steps=192", "policy.net_arch=[]"], preset="tiny"
+    )
+    assert train.train(today, run, resume=True, quiet=True, log=logged.append, allow_code=True)["env_steps"] == 192
+    assert not any("skipped" in m for m in logged), logged
