@@ -93,7 +93,8 @@ def test_a_cnn_policy_has_no_hidden_layers_by_default_and_older_checkpoints_keep
         PolicyConfig(net_arch=[16]), frames, {"generator": {"policy": older.state_dict()}}
     ).net_arch == [16]
     assert policy.as_trained(PolicyConfig(), vector, {"generator": {"policy": older.state_dict()}}).net_arch == []
-    assert policy.as_trained(PolicyConfig(), frames, None).net_arch == []
+    for odd in (None, [], {"generator": th.zeros(2)}, {"generator": {"policy": th.zeros(2)}}):  # what a file may hold
+        assert policy.as_trained(PolicyConfig(), frames, odd).net_arch == []
     mixed = gym.spaces.Dict({"frame": frames, "vec": vector})
     assert len(policy.build(mixed, acts, PolicyConfig(), True).mlp_extractor.policy_net) == 0
     assert len(policy.build(gym.spaces.Dict({"vec": vector}), acts, PolicyConfig(), True).mlp_extractor.policy_net) == 4

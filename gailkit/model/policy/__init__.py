@@ -57,10 +57,9 @@ def as_trained(net: PolicyConfig, observation_space: gym.Space, learner_state: A
     """`net` as the checkpointed learner state was trained with it: before `default_net_arch`, an empty
     `net_arch` put [64, 64] tanh layers after a CNN too, so such a policy's settings name them (and it
     rebuilds, resumes, evaluates and exports as it was trained)."""
-    try:
-        hidden = "mlp_extractor.policy_net.0.weight" in learner_state["generator"]["policy"]
-    except (KeyError, TypeError):
-        return net
+    generator = learner_state.get("generator") if isinstance(learner_state, dict) else None
+    weights = generator.get("policy") if isinstance(generator, dict) else None  # any shape a file may hold
+    hidden = isinstance(weights, dict) and "mlp_extractor.policy_net.0.weight" in weights
     older = not net.net_arch and hidden and not default_net_arch(observation_space, net.encoder)
     return dataclasses.replace(net, net_arch=[64, 64]) if older else net
 
