@@ -94,8 +94,9 @@ def test_absorbing_rows_join_both_pools_and_value_terminations(cartpole_demos):
 
 def test_critic_warmup_keeps_the_policy(cartpole_demos):
     """A critic-only round leaves the policy as it is: its layers, and its observation normalizer (which would
-    otherwise move the clone's inputs under it); the first round that trains the policy moves both."""
-    lrn = _learner(cartpole_demos, "bc.critic_warmup_rounds=1", "normalize_obs=true")
+    otherwise move the clone's inputs under it); the first round that trains the policy moves both (with
+    `obs_stats: running`)."""
+    lrn = _learner(cartpole_demos, "bc.critic_warmup_rounds=1", "normalize_obs=true", "obs_stats=running")
     norm = [k for k in lrn.generator.policy.state_dict() if k.startswith("features_extractor.")]
     assert norm, "the policy keeps normalizer statistics"
     before = {k: v.clone() for k, v in lrn.generator.policy.state_dict().items()}
@@ -108,6 +109,32 @@ def test_critic_warmup_keeps_the_policy(cartpole_demos):
     after = lrn.generator.policy.state_dict()
     assert not th.equal(before["action_net.weight"], after["action_net.weight"])
     assert not all(th.equal(before[k], after[k]) for k in norm)
+
+
+@pytest.mark.parametrize(
+    "settings, moves",
+    [
+        (["obs_stats=auto"], False),  # the policy starts as a BC clone: its inputs keep the expert's statistics
+        (["obs_stats=auto", "bc.epochs=0"], True),  # no clone to keep: generator observations merge in
+        (["obs_stats=running"], True),
+        (["obs_stats=expert", "bc.epochs=0"], False),
+    ],
+)
+def test_rounds_that_train_the_policy_merge_its_observations_into_the_normalizer_by_obs_stats(
+    cartpole_demos, settings, moves
+):
+    lrn = _learner(cartpole_demos, "bc.critic_warmup_rounds=0", "normalize_obs=true", *settings)
+    assert lrn.moves_normalizer is moves
+    norm = policy.normalizer(lrn.generator.policy)
+    lrn.generator.update_normalizer(cartpole_demos.obs)  # seeded from the expert, as a run is
+    seeded = norm.mean.clone(), norm.var.clone(), float(norm.count)
+    before = lrn.generator.policy.action_net.weight.clone()
+    lrn.round(_fragments(lrn))
+    assert not th.equal(before, lrn.generator.policy.action_net.weight)  # the policy trained either way
+    held = th.equal(seeded[0], norm.mean) and th.equal(seeded[1], norm.var) and seeded[2] == float(norm.count)
+    assert held is not moves
+    if moves:
+        assert float(norm.count) == seeded[2] + 64  # this round's 2 envs x 32 steps
 
 
 def test_diverged_weights_never_leave_the_learner(cartpole_demos):

@@ -76,6 +76,14 @@ def with_absorbing_rows(disc: Discriminator, b: Batch, terminated: np.ndarray) -
     return b
 
 
+def moves_normalizer(cfg: TrainConfig) -> bool:
+    """Whether rounds merge generator observations into the policy's normalizer (`obs_stats`; `cfg.bc`
+    resolved: auto holds the expert's statistics under a policy that starts as a BC clone)."""
+    if not cfg.normalize_obs or cfg.obs_stats == "expert":
+        return False
+    return cfg.obs_stats == "running" or cfg.bc.epochs == 0
+
+
 @contextlib.contextmanager
 def _timed(stats: dict[str, float], key: str) -> Iterator[None]:
     start = time.perf_counter()
@@ -95,6 +103,7 @@ class Learner:
         n_demos = 0 if expert.acts is None else len(expert.acts)
         cfg = dataclasses.replace(cfg, bc=cfg.bc.resolve(n_demos, cfg.total_steps, cfg.generator))  # auto (-1), once
         self.cfg, self.generator, self.disc, self.expert, self.rng = cfg, generator, discriminator, expert, rng
+        self.moves_normalizer = moves_normalizer(cfg)
         self.version = 0
         self.env_steps = 0
         self.replay: list[Batch] = []  # generator transitions of earlier rounds (disc.replay_rounds)
@@ -119,7 +128,7 @@ class Learner:
         with _timed(stats, "time/ppo_s"):
             stats.update(self._update_generator(frag, rewards, terminal_value))
             stats.update(self._clone_steps())
-            if self._train_policy:  # a critic-only round leaves the cloned policy as it is, its normalizer too
+            if self._train_policy and self.moves_normalizer:  # a critic-only round leaves the clone as it is
                 self._update_normalizer(frag)
         with _timed(stats, "time/disc_s"):
             stats.update(self._train_discriminator(gen))

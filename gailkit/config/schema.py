@@ -193,7 +193,13 @@ class TrainConfig(_Checked):
     """Envs stepped by the in-process fleet (`fleet.actors: 0`); -1 (auto): 8 with ppo, 1 with sac
     (measured in BENCHMARKS.md, "Where BC fails": SAC learned slower from 8 envs x 4 steps a round)."""
     normalize_obs: bool = True
-    """Running observation normalization inside the policy (seeded from the expert's observations)."""
+    """Observation normalization inside the policy, seeded from the expert's observations (`obs_stats`)."""
+    obs_stats: Literal["auto", "expert", "running"] = "auto"
+    """What the policy's normalizer holds after it is seeded: expert (the expert observations' statistics,
+    the whole run), running (every round that trains the policy merges its generator observations in, as
+    SB3's VecNormalize does); auto: expert when the policy starts as a clone of the demos (a BC warm
+    start), running otherwise. Moving statistics move a clone's inputs under it: one round of them took
+    HalfCheetah's clone from 0.99 to 0.10 of the expert with the policy's weights held (BENCHMARKS.md)."""
     eval_every: int = _f(-1, _rule(lambda v: v >= -1, "must be >= -1"))
     """Rounds between evaluations; 0: only at the end; -1: about 25 evaluations over the run."""
     eval_episodes: int = _f(10, GE1)

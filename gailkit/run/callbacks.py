@@ -182,9 +182,10 @@ class Progress(Callback):
 
     def on_bc(self, run: Run, stats: dict[str, float]) -> None:
         if stats:
+            held = "" if run.learner.moves_normalizer else "; the policy's normalizer keeps the expert's statistics"
             self.log(
                 f"behaviour cloning: {run.cfg.bc.epochs} epochs over the demos, loss {stats['bc/loss_first']:.4f} "
-                f"-> {stats['bc/loss_last']:.4f}"
+                f"-> {stats['bc/loss_last']:.4f}{held}"
             )
 
     def on_round(self, run: Run, s: dict[str, float]) -> None:
