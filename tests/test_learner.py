@@ -170,3 +170,6 @@ def test_a_bc_term_during_gail_pulls_toward_the_expert_and_anneals(cartpole_demo
     assert agreement(kept) > agreement(plain)
     assert "bc/loss" in kept.round(_fragments(kept, version=1))  # at 64 of 128 env steps: half the lr, still on
     assert "bc/loss" not in kept.round(_fragments(kept, version=2))  # at 128: annealed away
+    always = _learner(cartpole_demos, "bc.steps_per_round=20", "bc.anneal_steps=0", "total_steps=128")
+    for version in range(3):  # to the end of the run and past it, at full strength
+        assert "bc/loss" in always.round(_fragments(always, version=version)) and always._bc_decay() == 1.0

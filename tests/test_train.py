@@ -64,6 +64,22 @@ def test_run_directory_contents(tmp_path, cartpole_file):
     assert state.best.metric == "return" and state.best.round == 2
 
 
+@pytest.mark.parametrize("subsample, anneal", [(False, 0), (True, 32)])
+def test_the_bc_term_is_kept_for_the_whole_run_with_many_whole_episodes(tmp_path, subsample, anneal):
+    """The shipped CartPole demos hold 50 whole episodes: the BC term never anneals and the policy's
+    normalizer keeps the expert's statistics; 4 of them subsampled (loose transitions) anneal it over half
+    the run. config.yaml records what ran."""
+    from gailkit.data import demos
+
+    d = demos.check(demos.load_file(ROOT / "data" / "cartpole.arrow"))
+    assert d.n_episodes >= 10 and d.whole_episodes()
+    path = demos.save(demos.subsample(d, 4, 20, 0) if subsample else d, tmp_path / "d.arrow")
+    cfg = tiny_config(path, extra=["total_steps=64", "bc.epochs=1", "eval_every=0", "eval_episodes=1"])
+    train.train(cfg, tmp_path / "run", quiet=True, log=lambda m: None)
+    saved = config.build(TrainConfig, [("saved", config.read_yaml(tmp_path / "run" / "config.yaml"))])
+    assert saved.bc.anneal_steps == anneal and saved.bc.steps_per_round == 10
+
+
 def test_total_steps_round_up_to_whole_rounds_and_say_so(tmp_path, cartpole_file):
     cfg = tiny_config(cartpole_file, extra=["total_steps=100"])  # rounds of 2 envs x 32 steps = 64
     lines = []

@@ -148,7 +148,8 @@ class Run:
         cfg = resolve_generator(cfg, spaces[1], allow_code)
         cfg.check()
         n_acts = len(expert_demos) if expert_demos.has_actions else 0
-        cfg = dataclasses.replace(cfg, bc=cfg.bc.resolve(n_acts, cfg.total_steps, cfg.generator))
+        whole = expert_demos.n_episodes if n_acts and expert_demos.whole_episodes() else 0
+        cfg = dataclasses.replace(cfg, bc=cfg.bc.resolve(n_acts, cfg.total_steps, cfg.generator, whole))
         th.manual_seed(cfg.seed)
         np.random.seed(cfg.seed)
         random.seed(cfg.seed)
