@@ -114,10 +114,11 @@ def test_critic_warmup_keeps_the_policy(cartpole_demos):
 @pytest.mark.parametrize(
     "settings, moves",
     [
-        (["obs_stats=auto"], False),  # the policy starts as a BC clone: its inputs keep the expert's statistics
-        (["obs_stats=auto", "bc.epochs=0"], True),  # no clone to keep: generator observations merge in
-        (["obs_stats=running"], True),
+        (["obs_stats=expert"], False),  # the policy starts as a BC clone: its inputs keep the expert's statistics
         (["obs_stats=expert", "bc.epochs=0"], False),
+        (["obs_stats=running"], True),
+        (["obs_stats=auto"], True),  # a learner alone does not know whether the demos are whole episodes
+        (["obs_stats=auto", "bc.epochs=0"], True),
     ],
 )
 def test_rounds_that_train_the_policy_merge_its_observations_into_the_normalizer_by_obs_stats(

@@ -68,16 +68,21 @@ def test_run_directory_contents(tmp_path, cartpole_file):
 def test_the_bc_term_is_kept_for_the_whole_run_with_many_whole_episodes(tmp_path, subsample, anneal):
     """The shipped CartPole demos hold 50 whole episodes: the BC term never anneals and the policy's
     normalizer keeps the expert's statistics; 4 of them subsampled (loose transitions) anneal it over half
-    the run. config.yaml records what ran."""
+    the run and merge the generator's observations in. config.yaml records what ran."""
     from gailkit.data import demos
 
     d = demos.check(demos.load_file(ROOT / "data" / "cartpole.arrow"))
     assert d.n_episodes >= 10 and d.whole_episodes()
-    path = demos.save(demos.subsample(d, 4, 20, 0) if subsample else d, tmp_path / "d.arrow")
+    used = demos.subsample(d, 4, 20, 0) if subsample else d
+    path = demos.save(used, tmp_path / "d.arrow")
     cfg = tiny_config(path, extra=["total_steps=64", "bc.epochs=1", "eval_every=0", "eval_episodes=1"])
     train.train(cfg, tmp_path / "run", quiet=True, log=lambda m: None)
     saved = config.build(TrainConfig, [("saved", config.read_yaml(tmp_path / "run" / "config.yaml"))])
     assert saved.bc.anneal_steps == anneal and saved.bc.steps_per_round == 10
+    assert saved.obs_stats == ("running" if subsample else "expert") and cfg.obs_stats == "auto"
+    pol = checkpoint.load(tmp_path / "run" / "final" / "checkpoint.pt").learner["generator"]["policy"]
+    count = float(pol["features_extractor.count"])  # the normalizer: seeded with the demos, then the round's 64 steps?
+    assert count == len(used) + (64 if subsample else 0)
 
 
 def test_total_steps_round_up_to_whole_rounds_and_say_so(tmp_path, cartpole_file):

@@ -26,7 +26,7 @@ import torch as th
 
 from gailkit.algo.discriminator import Batch, Discriminator
 from gailkit.algo.generator import Generator
-from gailkit.config import TrainConfig
+from gailkit.config import TrainConfig, resolve_obs_stats
 from gailkit.core import fragments as fragments_mod
 from gailkit.core import obs as obs_tree
 from gailkit.core.errors import GailkitError
@@ -76,14 +76,6 @@ def with_absorbing_rows(disc: Discriminator, b: Batch, terminated: np.ndarray) -
     return b
 
 
-def moves_normalizer(cfg: TrainConfig) -> bool:
-    """Whether rounds merge generator observations into the policy's normalizer (`obs_stats`; `cfg.bc`
-    resolved: auto holds the expert's statistics under a policy that starts as a BC clone)."""
-    if not cfg.normalize_obs or cfg.obs_stats == "expert":
-        return False
-    return cfg.obs_stats == "running" or cfg.bc.epochs == 0
-
-
 @contextlib.contextmanager
 def _timed(stats: dict[str, float], key: str) -> Iterator[None]:
     start = time.perf_counter()
@@ -101,9 +93,12 @@ class Learner:
         rng: np.random.Generator,
     ):
         n_demos = 0 if expert.acts is None else len(expert.acts)
-        cfg = dataclasses.replace(cfg, bc=cfg.bc.resolve(n_demos, cfg.total_steps, cfg.generator))  # auto (-1), once
+        bc = cfg.bc.resolve(n_demos, cfg.total_steps, cfg.generator)  # auto (-1), once (the run resolved it first)
+        obs_stats = resolve_obs_stats(cfg.obs_stats, bc.epochs, 0)  # likewise; episodes unknown here
+        cfg = dataclasses.replace(cfg, bc=bc, obs_stats=obs_stats)
         self.cfg, self.generator, self.disc, self.expert, self.rng = cfg, generator, discriminator, expert, rng
-        self.moves_normalizer = moves_normalizer(cfg)
+        self.moves_normalizer = cfg.normalize_obs and cfg.obs_stats == "running"
+        """Whether rounds that train the policy merge its observations into the normalizer (`obs_stats`)."""
         self.version = 0
         self.env_steps = 0
         self.replay: list[Batch] = []  # generator transitions of earlier rounds (disc.replay_rounds)

@@ -26,6 +26,7 @@ from gailkit.config.schema import (
     PPOConfig,
     SACConfig,
     TrainConfig,
+    resolve_obs_stats,
 )
 from gailkit.core.errors import ConfigError
 
@@ -56,4 +57,5 @@ __all__ = [
     "SACConfig",
     "TrainConfig",
     "ConfigError",
+    "resolve_obs_stats",
 ]

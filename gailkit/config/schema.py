@@ -137,6 +137,18 @@ class BCConfig(_Checked):
         return dataclasses.replace(self, **{k: (v if keep else 0) for k, v in auto.items() if getattr(self, k) == -1})
 
 
+ObsStats = Literal["auto", "expert", "running"]
+
+
+def resolve_obs_stats(obs_stats: ObsStats, bc_epochs: int, whole_episodes: int) -> ObsStats:
+    """`obs_stats` with auto chosen: expert when the policy starts as a BC clone (`bc_epochs`, resolved) of
+    whole episodes, running otherwise (no clone; or a clone of loose transitions, whose few rows estimate the
+    statistics poorly). Measured with PPO in BENCHMARKS.md ("What PPO does with a clone")."""
+    if obs_stats != "auto":
+        return obs_stats
+    return "expert" if bc_epochs > 0 and whole_episodes > 0 else "running"
+
+
 @dataclasses.dataclass
 class FleetConfig(_Checked):
     """Who steps the envs: the learner's own process (`actors: 0`), actor processes, other machines, Ray."""
@@ -201,12 +213,13 @@ class TrainConfig(_Checked):
     (measured in BENCHMARKS.md, "Where BC fails": SAC learned slower from 8 envs x 4 steps a round)."""
     normalize_obs: bool = True
     """Observation normalization inside the policy, seeded from the expert's observations (`obs_stats`)."""
-    obs_stats: Literal["auto", "expert", "running"] = "auto"
+    obs_stats: ObsStats = "auto"
     """What the policy's normalizer holds after it is seeded: expert (the expert observations' statistics,
     the whole run), running (every round that trains the policy merges its generator observations in, as
-    SB3's VecNormalize does); auto: expert when the policy starts as a clone of the demos (a BC warm
-    start), running otherwise. Moving statistics move a clone's inputs under it: one round of them took
-    HalfCheetah's clone from 0.99 to 0.10 of the expert with the policy's weights held (BENCHMARKS.md)."""
+    SB3's VecNormalize does); auto: expert when the policy starts as a clone of whole demo episodes (a BC
+    warm start), running otherwise (`resolve_obs_stats`). Moving statistics move a clone's inputs under
+    it: one round of them took HalfCheetah's clone from 0.99 to 0.12 of the expert with the policy's
+    weights held (BENCHMARKS.md)."""
     eval_every: int = _f(-1, _rule(lambda v: v >= -1, "must be >= -1"))
     """Rounds between evaluations; 0: only at the end; -1: about 25 evaluations over the run."""
     eval_episodes: int = _f(10, GE1)

@@ -23,7 +23,7 @@ from gailkit.algo.discriminator import Discriminator, choose_reward_fn
 from gailkit.algo.generator import make as make_generator
 from gailkit.algo.generator import resolve as resolve_generator
 from gailkit.algo.learner import Learner, expert_data
-from gailkit.config import TrainConfig
+from gailkit.config import TrainConfig, resolve_obs_stats
 from gailkit.core.errors import ConfigError
 from gailkit.data import demos, envs
 from gailkit.model import policy
@@ -149,7 +149,8 @@ class Run:
         cfg.check()
         n_acts = len(expert_demos) if expert_demos.has_actions else 0
         whole = expert_demos.n_episodes if n_acts and expert_demos.whole_episodes() else 0
-        cfg = dataclasses.replace(cfg, bc=cfg.bc.resolve(n_acts, cfg.total_steps, cfg.generator, whole))
+        bc = cfg.bc.resolve(n_acts, cfg.total_steps, cfg.generator, whole)
+        cfg = dataclasses.replace(cfg, bc=bc, obs_stats=resolve_obs_stats(cfg.obs_stats, bc.epochs, whole))
         th.manual_seed(cfg.seed)
         np.random.seed(cfg.seed)
         random.seed(cfg.seed)
