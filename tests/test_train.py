@@ -55,7 +55,11 @@ def test_run_directory_contents(tmp_path, cartpole_file):
 
     # config.yaml records what ran: BC's auto values filled in, and the generator `auto` chose
     auto_disc = dataclasses.replace(saved.disc, grad_penalty=-1.0)
-    assert dataclasses.replace(saved, bc=cfg.bc, generator="auto", disc=auto_disc) == cfg
+    assert dataclasses.replace(saved, bc=cfg.bc, generator="auto", disc=auto_disc, obs_stats="auto") == cfg
+    from gailkit.data import demos
+
+    whole = demos.load_file(cartpole_file).whole_episodes()  # obs_stats auto: held under a clone of whole episodes
+    assert saved.obs_stats == ("expert" if whole else "running")
     assert saved.generator == "ppo" and saved.disc.grad_penalty == 0.0
     assert (saved.bc.epochs, saved.bc.steps_per_round, saved.bc.anneal_steps) == (50, 10, 96) and cfg.bc.epochs == -1
     assert float(rows[0]["data/round_bytes"]) == 64 * (4 + 4) * 4 + 64 * 8  # obs, next_obs float32 x 4; int64 acts
@@ -64,8 +68,8 @@ def test_run_directory_contents(tmp_path, cartpole_file):
     assert state.best.metric == "return" and state.best.round == 2
 
 
-@pytest.mark.parametrize("subsample, anneal", [(False, 0), (True, 32)])
-def test_the_bc_term_is_kept_for_the_whole_run_with_many_whole_episodes(tmp_path, subsample, anneal):
+@pytest.mark.parametrize("subsample, anneal, bc_steps", [(False, 0, 100), (True, 32, 10)])
+def test_the_bc_term_is_kept_for_the_whole_run_with_many_whole_episodes(tmp_path, subsample, anneal, bc_steps):
     """The shipped CartPole demos hold 50 whole episodes: the BC term never anneals and the policy's
     normalizer keeps the expert's statistics; 4 of them subsampled (loose transitions) anneal it over half
     the run and merge the generator's observations in. config.yaml records what ran."""
@@ -78,7 +82,7 @@ def test_the_bc_term_is_kept_for_the_whole_run_with_many_whole_episodes(tmp_path
     cfg = tiny_config(path, extra=["total_steps=64", "bc.epochs=1", "eval_every=0", "eval_episodes=1"])
     train.train(cfg, tmp_path / "run", quiet=True, log=lambda m: None)
     saved = config.build(TrainConfig, [("saved", config.read_yaml(tmp_path / "run" / "config.yaml"))])
-    assert saved.bc.anneal_steps == anneal and saved.bc.steps_per_round == 10
+    assert saved.bc.anneal_steps == anneal and saved.bc.steps_per_round == bc_steps
     assert saved.obs_stats == ("running" if subsample else "expert") and cfg.obs_stats == "auto"
     pol = checkpoint.load(tmp_path / "run" / "final" / "checkpoint.pt").learner["generator"]["policy"]
     count = float(pol["features_extractor.count"])  # the normalizer: seeded with the demos, then the round's 64 steps?
