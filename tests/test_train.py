@@ -89,6 +89,32 @@ def test_the_bc_term_is_kept_for_the_whole_run_with_many_whole_episodes(tmp_path
     assert count == len(used) + (64 if subsample else 0)
 
 
+def test_a_run_from_before_obs_stats_resumes_with_its_normalizer_moving(tmp_path):
+    """Runs of an older gailkit merged every round's observations into the normalizer; their checkpoints name no
+    `obs_stats`, and resuming one keeps doing what it did (today's auto would hold it under this clone)."""
+    import yaml
+
+    from gailkit.data import demos
+
+    d = demos.check(demos.load_file(ROOT / "data" / "cartpole.arrow"))
+    sets = ["bc.epochs=1", "eval_every=0", "eval_episodes=1", "checkpoint_every=1"]
+    run = tmp_path / "run"
+    train.train(tiny_config(ROOT / "data" / "cartpole.arrow", extra=[*sets, "total_steps=64", "obs_stats=running"]),
+                run, quiet=True, log=lambda m: None)  # fmt: skip
+    for ckpt in run.rglob("*.pt"):  # what such a run wrote
+        data = th.load(ckpt, weights_only=True)
+        del data["config"]["obs_stats"]
+        th.save(data, ckpt)
+    settings = yaml.safe_load((run / "config.yaml").read_text())
+    del settings["obs_stats"]
+    (run / "config.yaml").write_text(yaml.safe_dump(settings))
+    train.train(tiny_config(ROOT / "data" / "cartpole.arrow", extra=[*sets, "total_steps=128"]), run, resume=True,
+                quiet=True, log=lambda m: None)  # fmt: skip
+    state = checkpoint.load(run / "final" / "checkpoint.pt")
+    assert state.env_steps == 128 and state.settings.obs_stats == "running"
+    assert float(state.learner["generator"]["policy"]["features_extractor.count"]) == len(d) + 128
+
+
 def test_total_steps_round_up_to_whole_rounds_and_say_so(tmp_path, cartpole_file):
     cfg = tiny_config(cartpole_file, extra=["total_steps=100"])  # rounds of 2 envs x 32 steps = 64
     lines = []

@@ -140,6 +140,8 @@ class Run:
         state = next(states)[0] if states is not None else None
         spaces = envs.spaces(cfg.env, allow_code, source=str(run_dir.config) if resume else "the settings file")
         cfg = dataclasses.replace(cfg, policy=policy.as_trained(cfg.policy, spaces[0], state and state.learner))
+        if state is not None and "obs_stats" not in state.config:  # a run from before obs_stats: its normalizer moved
+            cfg = dataclasses.replace(cfg, obs_stats="running")
         limit = cfg.demo_time_limit or cfg.env.max_episode_steps
         how = (cfg.unsafe_pickle, cfg.demo_columns, cfg.demo_merge, limit)  # as demos.load names them
         expert_demos = demos.load(cfg.demos, cfg.env.id, spaces, *how, frame_stack=cfg.env.frame_stack)
