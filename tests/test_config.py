@@ -87,7 +87,7 @@ def test_network_settings_of_gailkit_0_2_move_from_ppo_to_policy_with_one_notice
 def test_bc_auto_epochs_by_data_size():
     """50 passes over the demos, stopped at `BC_MAX_STEPS` minibatch steps for large demo sets; nothing without
     actions, and nothing by default with the SAC generator."""
-    from gailkit.config.schema import BC_MAX_STEPS, BCConfig
+    from gailkit.config.bc import BC_MAX_STEPS, BCConfig
 
     bc = BCConfig()
     assert bc.resolve(200, 100_000).epochs == 50  # one minibatch a pass
@@ -102,7 +102,7 @@ def test_the_bc_term_stays_for_the_whole_run_from_bc_keep_episodes_on():
     """Few demos, or loose transitions: the BC term anneals away over half the run (a clone of one episode or
     200 transitions is far from the expert); from `BC_KEEP_EPISODES` whole episodes on it never falls, and
     takes 100 steps a round."""
-    from gailkit.config.schema import BC_KEEP_EPISODES, BCConfig
+    from gailkit.config.bc import BC_KEEP_EPISODES, BCConfig
 
     bc = BCConfig()
     assert bc.resolve(200, 100_000).anneal_steps == 50_000  # loose transitions

@@ -1,5 +1,6 @@
 """Settings: the dataclasses (`schema`) and how YAML files, presets and `--set` build them (`loading`)."""
 
+from gailkit.config.bc import BCConfig, resolve_obs_stats
 from gailkit.config.doors import DOORS, read_settings, without_doors
 from gailkit.config.fields import FieldError
 from gailkit.config.loading import (
@@ -17,7 +18,6 @@ from gailkit.config.loading import (
     to_dict,
 )
 from gailkit.config.schema import (
-    BCConfig,
     DiscConfig,
     EnvConfig,
     ExpertConfig,
@@ -26,7 +26,6 @@ from gailkit.config.schema import (
     PPOConfig,
     SACConfig,
     TrainConfig,
-    resolve_obs_stats,
 )
 from gailkit.core.errors import ConfigError
 

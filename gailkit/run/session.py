@@ -57,16 +57,6 @@ def resolve_device(name: str) -> th.device:
     return device
 
 
-def observation_only(cfg: TrainConfig) -> TrainConfig:
-    """Settings for demos without actions: a state-transition discriminator on (obs, next_obs) (GAIfO,
-    Torabi et al. 2018); settings that need the expert's actions are refused."""
-    if cfg.sac.bc_weight > 0:
-        raise ConfigError("'sac.bc_weight': behaviour cloning needs the expert's actions, and these demos have none")
-    if cfg.disc.net == "imitation" and not cfg.disc.use_next_state:
-        raise ConfigError("'disc.net: imitation' with demos without actions needs 'disc.use_next_state: true'")
-    return dataclasses.replace(cfg, disc=dataclasses.replace(cfg.disc, use_action=False, use_next_state=True))
-
-
 def _restore(learner: Learner, state: RunState, states, log: Callable[[str], None]) -> RunState:
     """Load the newest checkpoint whose learner state fits this run (an edited net_arch, tampered tensors, a
     bad RNG state: the next older one is tried, and each skipped one is said)."""
@@ -146,7 +136,7 @@ class Run:
         how = (cfg.unsafe_pickle, cfg.demo_columns, cfg.demo_merge, limit)  # as demos.load names them
         expert_demos = demos.load(cfg.demos, cfg.env.id, spaces, *how, frame_stack=cfg.env.frame_stack)
         if not expert_demos.has_actions:
-            cfg = observation_only(cfg)
+            cfg = cfg.observation_only()
         cfg = resolve_generator(cfg, spaces[1], allow_code)
         cfg.check()
         n_acts = len(expert_demos) if expert_demos.has_actions else 0

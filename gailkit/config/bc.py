@@ -1,0 +1,84 @@
+"""Behaviour cloning's settings, and the auto values that depend on the demos: how long and how firmly the BC term
+runs (`BCConfig.resolve`, by the demos' size and whole episodes) and what the policy's normalizer holds
+(`resolve_obs_stats`). `run.session` resolves them once, before config.yaml is written."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+from gailkit.config.fields import GE1, GT0, _Checked, _f, _rule
+from gailkit.core.errors import ConfigError
+
+AUTO = _rule(lambda v: v >= -1, "must be >= 0, or -1 (auto)")
+BC_MAX_STEPS = 5_000
+"""The BC warm start's auto epochs stop at this many minibatch steps (large demo sets)."""
+BC_KEEP_EPISODES = 10
+"""From this many whole demo episodes with actions on, the BC term is kept for the whole run (auto
+`anneal_steps` 0) and is stronger (auto `steps_per_round` 100). Measured with 25 whole MuJoCo episodes (kept:
+the clone is at the expert) against 1 whole episode and 4 subsampled ones (annealed: their clones are far from
+it); between them it is a choice."""
+
+
+@dataclasses.dataclass
+class BCConfig(_Checked):
+    """Behaviour cloning of the demos: a warm start before GAIL, and a BC term kept during GAIL while
+    it anneals away. Needs demos with actions; -1 (auto) means the value in brackets with actions,
+    0 without."""
+
+    epochs: int = _f(-1, AUTO)
+    """Passes over the demos before GAIL starts [50, at most 5,000 steps of `batch_size`: 25 MuJoCo episodes
+    get all 50, which BC alone needs to reach the expert there; 2,000 left it at 0.57 and 0.74 of the expert on
+    Hopper and HalfCheetah, BENCHMARKS.md]. The
+    policy's mean (or logits) is fit to the expert's actions."""
+    batch_size: int = _f(256, GE1)
+    learning_rate: float = _f(1e-3, GT0)
+    log_std: float | None = -1.0
+    """Continuous actions: the policy's log std after cloning (None: keep `policy.log_std_init`)."""
+    critic_warmup_rounds: int = _f(-1, AUTO)
+    """First rounds in which PPO fits only the value function (the cloned policy stays as it is)
+    while the discriminator learns to tell the cloned policy from the expert [5]."""
+    steps_per_round: int = _f(-1, AUTO)
+    """BC steps after every PPO update, on `batch_size` demos each [10; 100 from `BC_KEEP_EPISODES` whole
+    demo episodes on: final 0.98 of the expert against 0.93 with 30 and 0.85 with 10, the term kept,
+    mean of 4 MuJoCo envs x 3 seeds with 25 whole episodes, BENCHMARKS.md]."""
+    anneal_steps: int = _f(-1, AUTO)
+    """Env steps over which those steps' learning rate falls linearly to 0; 0: it never falls [half of
+    total_steps; 0 from `BC_KEEP_EPISODES` (10) whole demo episodes on, where the clone is at the expert
+    and PPO without the term drifted away from it: final 0.62 of the expert against 0.85 with it (10
+    steps a round), mean of 4 MuJoCo envs x 3 seeds with 25 whole episodes, BENCHMARKS.md]."""
+
+    def resolve(self, n_demos: int, total_steps: int, generator: str = "ppo", whole_episodes: int = 0) -> BCConfig:
+        """The auto (-1) values filled in for `n_demos` transitions with actions (0: demos without
+        actions, where explicit BC is refused) in `whole_episodes` whole episodes (0: loose or cut
+        ones). With `generator: sac` every auto value is 0: a cloned actor meets a critic that knows
+        nothing of it, and SAC's first updates undo it (measured in BENCHMARKS.md, "Where BC fails")."""
+        has_actions = n_demos > 0
+        if not has_actions:
+            named = [k for k in ("epochs", "steps_per_round") if getattr(self, k) > 0]
+            if named:
+                raise ConfigError(
+                    f"'bc.{named[0]}': behaviour cloning needs the expert's actions, and these demos have none"
+                )
+        epochs = max(1, min(50, BC_MAX_STEPS // max(1, -(-n_demos // self.batch_size))))
+        many = whole_episodes >= BC_KEEP_EPISODES  # the clone is at the expert: keep it, firmly
+        auto = {
+            "epochs": epochs,
+            "critic_warmup_rounds": 5,
+            "steps_per_round": 100 if many else 10,
+            "anneal_steps": 0 if many else max(1, total_steps // 2),
+        }
+        keep = has_actions and generator != "sac"
+        return dataclasses.replace(self, **{k: (v if keep else 0) for k, v in auto.items() if getattr(self, k) == -1})
+
+
+ObsStats = Literal["auto", "expert", "running"]
+
+
+def resolve_obs_stats(obs_stats: ObsStats, bc_epochs: int, whole_episodes: int) -> ObsStats:
+    """`obs_stats` with auto chosen: expert when the policy starts as a BC clone (`bc_epochs`, resolved) of
+    whole episodes, running otherwise (no clone; or a clone of loose transitions, whose few rows estimate the
+    statistics poorly). Measured with PPO in BENCHMARKS.md ("What PPO does with a clone")."""
+    if obs_stats != "auto":
+        return obs_stats
+    return "expert" if bc_epochs > 0 and whole_episodes > 0 else "running"
