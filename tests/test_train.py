@@ -80,7 +80,10 @@ def test_the_bc_term_is_kept_for_the_whole_run_with_many_whole_episodes(tmp_path
     used = demos.subsample(d, 4, 20, 0) if subsample else d
     path = demos.save(used, tmp_path / "d.arrow")
     cfg = tiny_config(path, extra=["total_steps=64", "bc.epochs=1", "eval_every=0", "eval_episodes=1"])
-    train.train(cfg, tmp_path / "run", quiet=True, log=lambda m: None)
+    lines: list[str] = []
+    train.train(cfg, tmp_path / "run", quiet=True, log=lines.append)
+    cloned = [m for m in lines if m.startswith("behaviour cloning: 1 epochs over the demos")]
+    assert len(cloned) == 1 and ("normalizer keeps the expert's statistics" in cloned[0]) is not subsample
     saved = config.build(TrainConfig, [("saved", config.read_yaml(tmp_path / "run" / "config.yaml"))])
     assert saved.bc.anneal_steps == anneal and saved.bc.steps_per_round == bc_steps
     assert saved.obs_stats == ("running" if subsample else "expert") and cfg.obs_stats == "auto"

@@ -22,9 +22,9 @@ it); between them it is a choice."""
 
 @dataclasses.dataclass
 class BCConfig(_Checked):
-    """Behaviour cloning of the demos: a warm start before GAIL, and a BC term kept during GAIL while
-    it anneals away. Needs demos with actions; -1 (auto) means the value in brackets with actions,
-    0 without."""
+    """Behaviour cloning of the demos: a warm start before GAIL, and a BC term during GAIL (annealed away
+    unless the demos hold `BC_KEEP_EPISODES` whole episodes). Needs demos with actions; -1 (auto) means the
+    value in brackets with actions, 0 without."""
 
     epochs: int = _f(-1, AUTO)
     """Passes over the demos before GAIL starts [50, at most 5,000 steps of `batch_size`: 25 MuJoCo episodes

@@ -182,10 +182,11 @@ class Progress(Callback):
 
     def on_bc(self, run: Run, stats: dict[str, float]) -> None:
         if stats:
-            held = "" if run.learner.moves_normalizer else "; the policy's normalizer keeps the expert's statistics"
+            held = run.cfg.normalize_obs and not run.learner.moves_normalizer  # normalize_obs false: nothing to hold
+            held_text = "; the policy's normalizer keeps the expert's statistics" if held else ""
             self.log(
                 f"behaviour cloning: {run.cfg.bc.epochs} epochs over the demos, loss {stats['bc/loss_first']:.4f} "
-                f"-> {stats['bc/loss_last']:.4f}{held}"
+                f"-> {stats['bc/loss_last']:.4f}{held_text}"
             )
 
     def on_round(self, run: Run, s: dict[str, float]) -> None:
