@@ -5,6 +5,7 @@ stacks cost on disk and in memory, and what a fragment of Pong frames costs on t
     python bench/pong.py --demos data/pong.arrow --bc           # BC alone on the same demos
     python bench/pong.py --summarize runs/pong                   # a `gailkit train` run's curve
     python bench/pong.py --train-memory                          # peak memory of a one-round train
+    python bench/pong.py --read-memory                           # peak memory of reading the demo file
     python bench/pong.py --bc-probe 1000 --bc-lr 1e-3            # what BC's CNN learns: train vs held-out game
     python bench/pong.py --bc-probe 500 --bc-net-arch 64,64       # the same with tanh layers after the CNN
     python bench/pong.py --cnn-layout 6                           # a learner round: NCHW vs channels-last CNN input
@@ -163,6 +164,30 @@ def train_memory(demos_path: Path) -> None:
     print(f"gailkit train, one round on {demos_path}: peak RSS {peak:,.0f} MB, {secs:.0f} s")
 
 
+READ_PEAK = """
+import sys, time
+from gailkit.data import demos
+def hwm():  # this process's own peak (ru_maxrss would count the parent's memory from before exec)
+    line = next(x for x in open("/proc/self/status") if x.startswith("VmHWM:"))
+    return int(line.split()[1]) * 1024
+base = hwm()
+t0 = time.perf_counter()
+d = demos.load_file(sys.argv[1])
+secs = time.perf_counter() - t0
+print(hwm() - base, d.obs.nbytes + d.next_obs.nbytes, secs)
+"""
+
+
+def read_memory(demos_path: Path, repeats: int = 3) -> None:
+    """What reading the file (decompress, validate, numpy columns) adds to a fresh process's peak resident
+    memory, against the bytes of the `obs` and `next_obs` columns it returns; each read in its own process."""
+    for _ in range(repeats):
+        out = subprocess.run([sys.executable, "-c", READ_PEAK, str(demos_path)], check=True, capture_output=True)
+        grown, cols, secs = (float(x) for x in out.stdout.split())
+        print(f"read {demos_path}: peak RSS grew {grown / 1e6:,.0f} MB for {cols / 1e6:,.0f} MB of obs and next_obs "
+              f"({grown / cols:.2f}x), {secs:.1f} s")  # fmt: skip
+
+
 def cnn_layout(demos_path: Path, rounds: int, repeats: int = 2) -> None:
     """Seconds of a GAIL round (in-process, 1,024 env steps, no critic warm-up) with the CNN's input cast to
     float32 as it comes (NCHW, the layout before) and in channels-last (today's, on the CPU), runs alternating
@@ -245,6 +270,7 @@ def main() -> None:
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--summarize", type=Path, help="a gailkit train run's folder: its curve instead")
     p.add_argument("--train-memory", action="store_true", help="peak memory of a one-round train instead")
+    p.add_argument("--read-memory", action="store_true", help="peak memory of reading the demo file instead")
     p.add_argument("--bc-probe", type=int, metavar="STEPS", help="what BC's CNN learns in STEPS steps instead")
     p.add_argument("--bc-lr", type=float, default=1e-3)
     p.add_argument(
@@ -262,6 +288,8 @@ def main() -> None:
         return bc_probe(args.demos, args.bc_probe, args.bc_lr, args.bc_net_arch)
     if args.train_memory:
         return train_memory(args.demos)
+    if args.read_memory:
+        return read_memory(args.demos)
     if args.summarize:
         return summarize(args.summarize)
     if args.bc:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from gailkit.data import demos, envs
@@ -114,6 +115,64 @@ def test_image_observations_keep_their_shape(tmp_path):
         back = demos.load_file(demos.save(d, tmp_path / name))
         assert back.obs.shape == (n, 4, 5, 3) and back.obs.dtype == np.uint8
         assert_same(d, back)
+
+
+def _frame_demos(n: int, seed: int = 0) -> demos.Demos:
+    """`n` transitions of 16x16x4 uint8 frames (1 KiB a row: written zstd, in record batches of 1,024 rows)."""
+    rng = np.random.default_rng(seed)
+    obs = (rng.integers(0, 4, (n + 1, 16, 16, 4)) * 60).astype(np.uint8)  # compressible, as frames are
+    return demos.Demos(
+        obs=obs[:-1],
+        acts=rng.integers(0, 3, n),
+        next_obs=obs[1:],
+        terminated=np.arange(n) == n - 1,
+        truncated=np.zeros(n, bool),
+        episode_id=np.zeros(n, np.int64),
+        step=np.arange(n),
+    )
+
+
+def test_a_frame_file_of_several_record_batches_is_read_a_column_and_a_batch_at_a_time(tmp_path):
+    from gailkit.data.demos import arrow_read
+
+    d = _frame_demos(2500)
+    path = demos.save(d, tmp_path / "frames.arrow")
+    assert pa.ipc.open_file(pa.memory_map(str(path))).num_record_batches == 3
+    assert isinstance(arrow_read.open_ipc(path, batched=True), arrow_read.BatchedIpc)
+    back = demos.load_file(path)
+    assert back.obs.shape == (2500, 16, 16, 4) and back.obs.dtype == np.uint8
+    assert_same(d, back)
+    # what reads the whole table (Minari's Arrow parts) reads the same file to the same arrays
+    table = arrow_read.read_table(path, "arrow")
+    np.testing.assert_array_equal(arrow_read.column_to_numpy(table, "next_obs", path), d.next_obs)
+
+
+def test_a_record_batch_that_breaks_a_column_is_refused_naming_the_file_column_and_batch(tmp_path):
+    """Several batches whose list rows change width from one batch to the next (a file gailkit did not
+    write), and one whose compressed body was damaged: one line each, naming what is wrong."""
+    rows = [[float(i)] * 3 for i in range(6)] + [[float(i)] * 2 for i in range(6)]
+    table = pa.table(
+        {
+            "obs": pa.array(rows, pa.list_(pa.float32())),
+            "next_obs": pa.array(rows, pa.list_(pa.float32())),
+            "acts": pa.array(np.zeros(12, np.int64)),
+            "terminated": pa.array(np.arange(12) == 11),
+        }
+    )
+    with pa.ipc.new_file(str(tmp_path / "ragged.arrow"), table.schema) as w:
+        w.write_table(table, max_chunksize=6)
+    with pytest.raises(
+        DemoError, match=r"ragged.arrow: column 'obs' is ragged: record batch 1 holds rows of shape \(2,\)"
+    ):
+        demos.load_file(tmp_path / "ragged.arrow")
+
+    path = demos.save(_frame_demos(2500), tmp_path / "damaged.arrow")
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2  # inside the frames' compressed bytes
+    data[middle : middle + 4096] = bytes(4096)
+    path.write_bytes(bytes(data))
+    with pytest.raises(DemoError, match="damaged.arrow: (not a readable arrow file|.*declares)"):
+        demos.load_file(path)
 
 
 def test_arrow_load_is_zero_copy(tmp_path, custom_demos):

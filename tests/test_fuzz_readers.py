@@ -54,10 +54,15 @@ def seeds(tmp_path_factory) -> dict[str, Path]:
     d = _small_demos()
     out = {"arrow": demos.save(d, folder / "d.arrow"), "parquet": demos.save(d, folder / "d.parquet")}
     table = pa.ipc.open_file(pa.memory_map(str(out["arrow"]))).read_all()
-    for name, compression, stream in (("zstd.arrow", "zstd", False), ("lz4stream.arrow", "lz4", True)):
+    # the last: a file of several record batches, which is read a column and a batch at a time
+    for name, compression, stream, rows in (
+        ("zstd.arrow", "zstd", False, None),
+        ("lz4stream.arrow", "lz4", True, None),
+        ("batches.arrow", "zstd", False, 8),
+    ):
         options = pa.ipc.IpcWriteOptions(compression=compression)
         with (pa.ipc.new_stream if stream else pa.ipc.new_file)(str(folder / name), table.schema, options=options) as w:
-            w.write_table(table)
+            w.write_table(table, max_chunksize=rows)
         out[name] = folder / name
     return out
 
@@ -93,7 +98,7 @@ def _expect_only_gailkit_errors(fn) -> None:
     )
 
 
-@pytest.mark.parametrize("kind", ["arrow", "parquet", "zstd.arrow", "lz4stream.arrow"])
+@pytest.mark.parametrize("kind", ["arrow", "parquet", "zstd.arrow", "lz4stream.arrow", "batches.arrow"])
 @FUZZ
 @given(mutation=MUTATIONS)
 def test_fuzz_mutated_table_files(tmp_path, seeds, kind, mutation):

@@ -5,7 +5,8 @@ Schema (one row per transition): `episode_id` int64, `step` int64, `obs`, `acts`
 spaces; a Dict observation is one such column per entry, `obs/<key>` and `next_obs/<key>`),
 `terminated` bool, `truncated` bool, optional `rews` float32. Schema metadata key
 `gailkit` holds JSON: env_id, observation_space, action_space, source, gailkit_version,
-format_version. Files are written uncompressed so a memory map reads them without copying.
+format_version. Vector columns are written uncompressed, so a memory map reads them without copying;
+frames zstd-compressed in record batches of 1,024 rows, read a batch at a time (`arrow_read`).
 """
 
 from __future__ import annotations
@@ -17,109 +18,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from gailkit.core import arrow_tensors, fsutil, limits
+from gailkit.core import arrow_tensors, fsutil
 from gailkit.core import obs as obs_tree
 from gailkit.core.errors import DemoError
+from gailkit.data.demos.arrow_read import Columns, column_to_numpy, first_line, open_ipc_schema, read_columns
 from gailkit.data.demos.core import DemoMeta, Demos, episode_columns
 
 META_KEY = b"gailkit"
 _REQUIRED = ("obs", "next_obs")  # `acts` may be absent: demos without actions
-
-
-def _column_to_numpy(table: pa.Table, name: str, path: Path) -> np.ndarray:
-    col = table.column(name)
-    arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-    if isinstance(arr.type, pa.FixedShapeTensorType):
-        if arr.null_count:
-            raise DemoError(f"{path}: column '{name}' has {arr.null_count} null rows")
-        return arrow_tensors.to_numpy(arr)
-    if pa.types.is_fixed_size_list(arr.type) or pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
-        return _nested_lists_to_numpy(arr, name, path)
-    if arr.null_count:
-        first = int(np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False))[0])
-        raise DemoError(f"{path}: column '{name}' row {first} is null")
-    return arr.to_numpy(zero_copy_only=False)
-
-
-def _nested_lists_to_numpy(arr: pa.Array, name: str, path: Path) -> np.ndarray:
-    """Lists (of lists ...) of numbers with equal lengths per level -> one (N, d1, d2, ...) array."""
-    shape = [len(arr)]
-    values = arr
-    while (
-        pa.types.is_fixed_size_list(values.type) or pa.types.is_list(values.type) or pa.types.is_large_list(values.type)
-    ):
-        if values.null_count:
-            raise DemoError(f"{path}: column '{name}' has null entries")
-        if pa.types.is_fixed_size_list(values.type):
-            width = values.type.list_size
-        else:
-            lengths = values.value_lengths().to_numpy(zero_copy_only=False)
-            if len(lengths) and (lengths != lengths[0]).any():
-                row = int(np.flatnonzero(lengths != lengths[0])[0])
-                raise DemoError(
-                    f"{path}: column '{name}' is ragged: entry {row} has {lengths[row]} values, entry 0 has {lengths[0]}"
-                )
-            width = int(lengths[0]) if len(lengths) else 0
-        shape.append(width)
-        values = values.flatten()
-    return values.to_numpy(zero_copy_only=False).reshape(shape)
-
-
-def _open_ipc(path: Path) -> pa.Table:
-    """An Arrow IPC file or stream, its declared (decompressed) sizes checked before anything is read."""
-    fsutil.check_regular(path)
-    source = pa.memory_map(str(path), "r")
-    whole = source.read_buffer()
-    if whole.size >= 6 and whole[:6].to_pybytes() == b"ARROW1" or not _is_feather_v1(whole):
-        limits.check_ipc(whole, str(path))
-    try:
-        return pa.ipc.open_file(source).read_all()
-    except pa.ArrowInvalid:
-        pass
-    try:
-        return pa.ipc.open_stream(whole).read_all()
-    except pa.ArrowInvalid:
-        pass
-    import pyarrow.feather as feather  # Feather v1: uncompressed, so bounded by the file's own size
-
-    return feather.read_table(str(path))
-
-
-def _is_feather_v1(buf: pa.Buffer) -> bool:
-    return buf.size >= 4 and buf[:4].to_pybytes() == b"FEA1"
-
-
-def _check_parquet(path: Path) -> None:
-    import pyarrow.parquet as pq
-
-    file = pq.ParquetFile(str(path))
-    meta, schema = file.metadata, file.schema_arrow
-    declared = 0.0
-    for i in range(meta.num_row_groups):  # encoded sizes say little (a dictionary of one zero): count rows x widths
-        group = meta.row_group(i)
-        for j in range(group.num_columns):
-            column = group.column(j)
-            top = column.path_in_schema.split(".")[0]
-            width = limits.fixed_width(schema.field(top).type) if top in schema.names else None
-            declared += max(0, column.total_uncompressed_size) if width is None else 0
-        declared += group.num_rows * sum(limits.fixed_width(f.type) or 0 for f in schema)
-    limits.check_size(int(declared), path.stat().st_size, str(path))
-
-
-def read_table(path: Path, fmt: str) -> pa.Table:
-    """A whole demo table, bounded (`limits`) and fully validated (offsets, lengths) before any value is used."""
-    try:
-        if fmt == "parquet":
-            import pyarrow.parquet as pq
-
-            _check_parquet(fsutil.check_regular(path))
-            table = pq.read_table(str(path), memory_map=True)
-        else:
-            table = _open_ipc(path)
-        table.validate(full=True)
-        return table
-    except (pa.ArrowException, OSError) as e:
-        raise DemoError(f"{path}: not a readable {fmt} file, truncated or corrupt ({str(e).splitlines()[0]})") from None
 
 
 def read_meta(path: Path, fmt: str) -> DemoMeta:
@@ -130,24 +36,10 @@ def read_meta(path: Path, fmt: str) -> DemoMeta:
 
             schema = pq.read_schema(str(fsutil.check_regular(path)))
         else:
-            schema = _open_ipc_schema(path)
+            schema = open_ipc_schema(path)
     except (pa.ArrowException, OSError) as e:
-        raise DemoError(f"{path}: not a readable {fmt} file, truncated or corrupt ({str(e).splitlines()[0]})") from None
+        raise DemoError(f"{path}: not a readable {fmt} file, truncated or corrupt ({first_line(e)})") from None
     return _meta_from_schema(schema, fmt, path)
-
-
-def _open_ipc_schema(path: Path) -> pa.Schema:
-    fsutil.check_regular(path)
-    try:
-        return pa.ipc.open_file(pa.memory_map(str(path), "r")).schema
-    except pa.ArrowInvalid:
-        pass
-    try:
-        return pa.ipc.open_stream(pa.memory_map(str(path), "r")).schema
-    except pa.ArrowInvalid:
-        import pyarrow.feather as feather
-
-        return feather.read_table(str(path)).schema
 
 
 def _meta_from_schema(schema: pa.Schema, fmt: str, path: Path) -> DemoMeta:
@@ -167,7 +59,7 @@ COLUMN_NAMES = ("obs", "acts", "next_obs", "terminated", "truncated", "dones", "
 def read(path: Path, fmt: str, columns: dict[str, str] | None = None) -> Demos:
     """A demo table; `columns` maps gailkit's column names to the file's own (`obs: observation`, or
     `obs: x+y+z` to stack scalar columns into one vector)."""
-    table = read_table(path, fmt)
+    table = read_columns(path, fmt)
     meta = _meta_from_schema(table.schema, fmt, path)
     where = {name: (columns or {}).get(name, name) for name in COLUMN_NAMES}
     for name, source in where.items():
@@ -194,30 +86,30 @@ def read(path: Path, fmt: str, columns: dict[str, str] | None = None) -> Demos:
     return from_columns(cols, meta, path)
 
 
-def _sources(table: pa.Table, source: str) -> list[str]:
+def _sources(table: Columns, source: str) -> list[str]:
     """The table's columns that `source` maps (its parts, or a Dict observation's entries)."""
     return _entries(table, source) or [p for p in source.split("+") if p in table.column_names]
 
 
-def _entries(table: pa.Table, source: str) -> list[str]:
+def _entries(table: Columns, source: str) -> list[str]:
     """The columns `source/key` of a Dict observation (none unless `source` itself is absent)."""
     if source in table.column_names or "+" in source:
         return []
     return [c for c in table.column_names if obs_tree.is_column_of(c, source)]
 
 
-def _present(table: pa.Table, source: str) -> bool:
+def _present(table: Columns, source: str) -> bool:
     return all(part in table.column_names for part in source.split("+")) or bool(_entries(table, source))
 
 
-def _mapped(table: pa.Table, source: str, path: Path) -> Any:
+def _mapped(table: Columns, source: str, path: Path) -> Any:
     entries = _entries(table, source)
     if entries:  # a Dict observation: one column per entry
-        return {c[len(source) + 1 :]: _column_to_numpy(table, c, path) for c in entries}
+        return {c[len(source) + 1 :]: column_to_numpy(table, c, path) for c in entries}
     parts = source.split("+")
     if len(parts) == 1:
-        return _column_to_numpy(table, source, path)
-    arrays = [_column_to_numpy(table, part, path) for part in parts]
+        return column_to_numpy(table, source, path)
+    arrays = [column_to_numpy(table, part, path) for part in parts]
     if any(a.ndim != 1 for a in arrays):
         raise DemoError(f"{path}: --columns ...={source}: only scalar columns can be stacked into one")
     return np.stack(arrays, axis=1)

@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from gailkit.core import fsutil, limits
 from gailkit.core.errors import DemoError
-from gailkit.data.demos.arrow_io import _nested_lists_to_numpy
+from gailkit.data.demos.arrow_read import nested_lists_to_numpy
 from gailkit.data.demos.core import DemoMeta, Demos
 
 
@@ -56,8 +56,8 @@ def read_imitation_dataset(path: Path) -> Demos:
     if len(bad):
         t = int(bad[0])
         raise DemoError(f"{path}: trajectory {t} has {obs_len[t]} obs for {act_len[t]} acts (needs acts + 1)")
-    all_obs = _nested_lists_to_numpy(obs_lists.flatten(), "obs", path)
-    acts = None if act_lists is None else _nested_lists_to_numpy(act_lists.flatten(), "acts", path)
+    all_obs = nested_lists_to_numpy(obs_lists.flatten(), "obs", path)
+    acts = None if act_lists is None else nested_lists_to_numpy(act_lists.flatten(), "acts", path)
     terminal = table.column("terminal").to_numpy(zero_copy_only=False).astype(bool)
     # Row r of trajectory t: obs index = offset_t + r; next_obs = offset_t + r + 1.
     obs_offsets = np.concatenate([[0], np.cumsum(obs_len)[:-1]])

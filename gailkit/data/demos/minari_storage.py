@@ -62,7 +62,7 @@ def _dataset(group: Any, key: str, data: Path, nested: bool = False) -> Any:
 def _read_arrow(data: Path) -> list[dict[str, Any]]:
     import pyarrow as pa
 
-    from gailkit.data.demos.arrow_io import read_table
+    from gailkit.data.demos.arrow_read import read_table
 
     episodes = []
     folders = sorted((p for p in data.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
@@ -89,10 +89,10 @@ def _read_arrow(data: Path) -> list[dict[str, Any]]:
 def _arrow_numpy(col: Any, key: str, folder: Path) -> np.ndarray:
     import pyarrow as pa
 
-    from gailkit.data.demos.arrow_io import _nested_lists_to_numpy
+    from gailkit.data.demos.arrow_read import nested_lists_to_numpy
 
     if pa.types.is_list(col.type) or pa.types.is_fixed_size_list(col.type):
-        return _nested_lists_to_numpy(col, key, folder)
+        return nested_lists_to_numpy(col, key, folder)
     if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_boolean(col.type)):
         raise DemoError(f"{folder}: column '{key}' of type {col.type} is not numeric")
     return col.to_numpy(zero_copy_only=False)
