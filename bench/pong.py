@@ -6,6 +6,7 @@ stacks cost on disk and in memory, and what a fragment of Pong frames costs on t
     python bench/pong.py --summarize runs/pong                   # a `gailkit train` run's curve
     python bench/pong.py --train-memory                          # peak memory of a one-round train
     python bench/pong.py --read-memory                           # peak memory of reading the demo file
+    python bench/pong.py --replay-memory                         # SAC's replay on Pong's stacks: bytes, seconds
     python bench/pong.py --bc-probe 1000 --bc-lr 1e-3            # what BC's CNN learns: train vs held-out game
     python bench/pong.py --bc-probe 500 --bc-net-arch 64,64       # the same with tanh layers after the CNN
     python bench/pong.py --cnn-layout 6                           # a learner round: NCHW vs channels-last CNN input
@@ -188,6 +189,43 @@ def read_memory(demos_path: Path, repeats: int = 3) -> None:
               f"({grown / cols:.2f}x), {secs:.1f} s")  # fmt: skip
 
 
+def replay_memory(demos_path: Path, rows: int = 8192) -> None:
+    """The off-policy generator's replay on Pong's stacks (the shipped games' first `rows` transitions, added
+    32 at a time as a 1-env SAC round adds them): bytes a transition, frames written, seconds to add and to
+    draw SAC's 256-row minibatches, for the replay of whole stacks and the one that holds each frame once."""
+    from gailkit.algo.generator.frame_replay import FrameReplay
+    from gailkit.algo.generator.replay import Replay
+    from gailkit.core import limits
+
+    obs_space, act_space = envs.spaces(ENV)
+    d = demos.load(demos_path, ENV.id, (obs_space, act_space), frame_stack=ENV.frame_stack)
+    n = min(rows, len(d))
+    obs, nxt = np.asarray(d.obs[:n]), np.asarray(d.next_obs[:n])
+    acts = np.zeros((n, 1), np.float32)  # Pong's actions are Discrete; a Box(1) stands in (SAC's kind)
+    term = np.asarray(d.terminated[:n])
+    box = __import__("gymnasium").spaces.Box(-1, 1, (1,), np.float32)
+    print(f"# replay of {n:,} Pong transitions ({ENV.frame_stack} x 84 x 84 uint8 stacks); memory budget "
+          f"{limits.memory_budget() / 1e9:.1f} GB; {platform.machine()}, {time.strftime('%Y-%m-%d')}")  # fmt: skip
+    print("| replay | bytes a transition | transitions the budget holds | frames written a transition | add s / 1k "
+          "| sample s / 256 |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
+    for cls in (Replay, FrameReplay):
+        r = cls(obs_space, box, n)
+        t0 = time.perf_counter()
+        for i in range(0, n, 32):
+            r.add(obs[i : i + 32], acts[i : i + 32], nxt[i : i + 32], term[i : i + 32])
+        add_s = (time.perf_counter() - t0) / n * 1000
+        rng = np.random.default_rng(0)
+        t0 = time.perf_counter()
+        for _ in range(50):
+            r.sample(256, rng)
+        sample_s = (time.perf_counter() - t0) / 50
+        per = r.bytes / r.capacity
+        frames = getattr(r, "written", 2 * ENV.frame_stack * n) / n
+        print(f"| {cls.__name__} | {per:,.0f} | {limits.memory_budget() // per:,.0f} | {frames:.2f} | {add_s:.3f} | "
+              f"{sample_s:.4f} |")  # fmt: skip
+
+
 def cnn_layout(demos_path: Path, rounds: int, repeats: int = 2) -> None:
     """Seconds of a GAIL round (in-process, 1,024 env steps, no critic warm-up) with the CNN's input cast to
     float32 as it comes (NCHW, the layout before) and in channels-last (today's, on the CPU), runs alternating
@@ -271,6 +309,7 @@ def main() -> None:
     p.add_argument("--summarize", type=Path, help="a gailkit train run's folder: its curve instead")
     p.add_argument("--train-memory", action="store_true", help="peak memory of a one-round train instead")
     p.add_argument("--read-memory", action="store_true", help="peak memory of reading the demo file instead")
+    p.add_argument("--replay-memory", action="store_true", help="SAC's replay on Pong's stacks instead")
     p.add_argument("--bc-probe", type=int, metavar="STEPS", help="what BC's CNN learns in STEPS steps instead")
     p.add_argument("--bc-lr", type=float, default=1e-3)
     p.add_argument(
@@ -290,6 +329,8 @@ def main() -> None:
         return train_memory(args.demos)
     if args.read_memory:
         return read_memory(args.demos)
+    if args.replay_memory:
+        return replay_memory(args.demos)
     if args.summarize:
         return summarize(args.summarize)
     if args.bc:

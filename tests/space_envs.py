@@ -106,6 +106,29 @@ class BigImageObs(ImageObs):
         return int(np.argmax(np.asarray(obs)[0, :, 0]) < 20)
 
 
+class ImageBoxAct(_Base):
+    """uint8 frames (8, 8, 1) with one bright column, Box(1) actions (SAC's kind): the expert's action is
+    the column's place in [-1, 1], and the reward 1 minus the action's distance from it."""
+
+    observation_space = gym.spaces.Box(0, 255, (8, 8, 1), np.uint8)
+    action_space = gym.spaces.Box(-1, 1, (1,), np.float32)
+
+    def _obs(self) -> Any:
+        frame = np.zeros((8, 8, 1), np.uint8)
+        frame[:, int((self._state[0] + 1) * 3.99)] = 255
+        return frame
+
+    def step(self, action):
+        target = type(self).expert(self._obs())
+        obs, _, terminated, truncated, info = super().step(action)
+        return obs, 1.0 - float(np.abs(np.asarray(action) - target).sum()), terminated, truncated, info
+
+    @staticmethod
+    def expert(obs: Any) -> Any:
+        frame = np.asarray(obs)[-1] if np.asarray(obs).ndim == 4 else np.asarray(obs)  # a stack: its newest frame
+        return np.array([np.argmax(frame[0, :, 0]) / 3.5 - 1], np.float32)
+
+
 class DictObs(_Base):
     """Dict observations (a Box and a Discrete), Discrete(2) actions."""
 
@@ -288,3 +311,7 @@ class Endless(_Base):
 
 def endless_expert(obs: Any) -> Any:
     return Endless.expert(obs)
+
+
+def image_box_expert(obs: Any) -> Any:
+    return ImageBoxAct.expert(obs)

@@ -107,6 +107,167 @@ def test_the_replay_is_a_bounded_ring_and_travels_as_arrow(monkeypatch):
     assert Replay(obs_space, act_space, capacity=10**9).capacity == (1 << 20) // (4 * 2 + 4 + 4 * 2 + 1)
 
 
+def _stacked_transitions(k: int, n_envs: int, steps: int, seed: int = 0):
+    """Fragments of gymnasium's own frame stacks (FrameStackObservation over a pixel env with Box actions),
+    `n_envs` envs stepped side by side, episodes of 16 steps ended and reset inside the fragments."""
+    from gymnasium.wrappers import FrameStackObservation
+    from space_envs import ImageBoxAct
+
+    envs = [FrameStackObservation(ImageBoxAct(), k) for _ in range(n_envs)]
+    obs = [e.reset(seed=seed + i)[0] for i, e in enumerate(envs)]
+    out: dict[str, list] = {"obs": [], "acts": [], "next_obs": [], "terminated": []}
+    starts = n_envs
+    for t in range(steps):
+        for i, e in enumerate(envs):
+            act = np.array([t * n_envs + i], np.float32)  # each transition's action tells it apart
+            nxt, _, term, trunc, _ = e.step(np.zeros(1, np.float32))
+            (
+                out["obs"].append(obs[i]),
+                out["acts"].append(act),
+                out["next_obs"].append(nxt),
+                out["terminated"].append(term),
+            )
+            obs[i] = nxt
+            if term or trunc:
+                obs[i], starts = e.reset()[0], starts + 1
+    return {k2: np.asarray(v) for k2, v in out.items()}, starts, envs[0].observation_space
+
+
+def _check_sampled(r, want, n=400, seed=0):
+    """Every sampled transition is one that was added: its stacks as they were, by its action's id."""
+    obs, acts, nxt, term = r.sample(n, np.random.default_rng(seed))
+    ids = acts[:, 0].astype(int)
+    np.testing.assert_array_equal(obs, want["obs"][ids])
+    np.testing.assert_array_equal(nxt, want["next_obs"][ids])
+    np.testing.assert_array_equal(term, want["terminated"][ids])
+    return ids
+
+
+def test_frame_stacks_are_held_as_their_frames_once_and_sampled_as_the_env_gave_them(monkeypatch):
+    from gailkit.algo.generator import frame_replay
+
+    k, n_envs, steps = 4, 3, 40
+    want, starts, space = _stacked_transitions(k, n_envs, steps)
+    act_space = gym.spaces.Box(-1e6, 1e6, (1,), np.float32)
+    r = frame_replay.make_replay(space, act_space, 10_000, frame_stack=k)
+    assert isinstance(r, frame_replay.FrameReplay)
+    assert isinstance(frame_replay.make_replay(space, act_space, 10, frame_stack=1), Replay)  # no stack: whole rows
+    n = len(want["acts"])
+    for t in range(0, steps, 8):  # fragments of 8 steps x 3 envs, rows step-major as merge_steps gives them
+        rows = slice(t * n_envs, (t + 8) * n_envs)
+        r.add(want["obs"][rows], want["acts"][rows], want["next_obs"][rows], want["terminated"][rows])
+    # one new frame a transition, K + 1 for the first of each episode (fewer where a stack was held already)
+    assert r.size == n and n <= r.written <= n + k * starts
+    ids = _check_sampled(r, want)
+    assert len(set(ids.tolist())) >= 100  # of 120: drawn from all of them
+    whole = Replay(space, act_space, 10_000)
+    # 2 frames a transition and 2K ids, not 2K frames (2.6x less at these 64-byte frames, 4x at Pong's)
+    assert r.bytes / r.capacity < whole.bytes / whole.capacity / 2.5
+
+    # a ring of 20 transitions: the oldest go, and a transition is never sampled once its frames are gone
+    small = frame_replay.make_replay(space, act_space, 20, frame_stack=k)
+    small.add(want["obs"], want["acts"], want["next_obs"], want["terminated"])
+    assert small.size == 20 and set(_check_sampled(small, want).tolist()) <= set(range(n - 20, n))
+
+    # checkpoints: the same transitions back, also from a replay of whole stacks (a run from before)
+    back = frame_replay.make_replay(space, act_space, 10_000, frame_stack=k)
+    back.load_state(r.state())
+    assert back.size == n and back.written == r.written
+    for a, b in zip(back.sample(64, np.random.default_rng(3)), r.sample(64, np.random.default_rng(3)), strict=True):
+        np.testing.assert_array_equal(a, b)
+    whole.add(want["obs"], want["acts"], want["next_obs"], want["terminated"])
+    older = frame_replay.make_replay(space, act_space, 10_000, frame_stack=k)
+    older.load_state(whole.state())
+    assert older.size == n and older.written == r.written
+    _check_sampled(older, want)
+    shrunk = frame_replay.make_replay(space, act_space, 20, frame_stack=k)
+    shrunk.load_state(r.state())
+    assert shrunk.size == 20 and set(_check_sampled(shrunk, want).tolist()) <= set(range(n - 20, n))
+
+    monkeypatch.setattr(frame_replay, "FRAMES_PER_ROW", 1)  # a frame ring too small for every transition held
+    tight = frame_replay.make_replay(space, act_space, 20, frame_stack=k)
+    tight.add(want["obs"], want["acts"], want["next_obs"], want["terminated"])
+    lost = ~tight._rows_held(np.arange(tight.size))
+    assert 0 < lost.sum() < 20
+    sampled = set(_check_sampled(tight, want).tolist())
+    assert len(sampled) == 20 - lost.sum()  # only transitions whose frames are all held, each as it was
+
+
+def test_a_frame_replay_checkpoint_that_does_not_fit_is_refused_and_changes_nothing():
+    import struct
+
+    from gailkit.algo.generator import frame_replay
+
+    want, _, space = _stacked_transitions(2, 2, 20)
+    act_space = gym.spaces.Box(-1e6, 1e6, (1,), np.float32)
+    r = frame_replay.make_replay(space, act_space, 1000, frame_stack=2)
+    r.add(want["obs"], want["acts"], want["next_obs"], want["terminated"])
+    blob = r.state()
+    m = len(frame_replay.MAGIC)
+    n_header, n_a, n_b = struct.unpack("<QQQ", blob[m : m + 24])
+    header = blob[m + 24 : m + 24 + n_header]
+    bad_header = header.replace(b'"first": 0', b'"first": 5')
+    forged = blob[:m] + struct.pack("<QQQ", len(bad_header), n_a, n_b) + bad_header + blob[m + 24 + n_header :]
+    other = frame_replay.make_replay(
+        gym.spaces.Box(0, 255, (2, 8, 8, 3), np.uint8), act_space, 1000, frame_stack=2
+    )  # a colour frame, not grey
+    cases = [
+        (blob[: len(blob) // 2], "lengths do not add up"),
+        (blob[: m + 24] + b"{not json" + blob[m + 24 + n_header :], "unreadable replay"),
+        (forged, "frames 5..|names frames outside"),
+        (b"\xff" * 64, "unreadable replay"),
+    ]
+    for data, says in cases:
+        before = r.state()
+        with pytest.raises(ValueError, match=says):
+            r.load_state(data)
+        assert r.state() == before
+    with pytest.raises(ValueError, match="replay column frames is"):
+        other.load_state(blob)
+
+
+def test_sac_on_frame_stacks_holds_each_frame_once_resumes_exactly_and_exports(tmp_path):
+    """A pixel env with Box actions and `env.frame_stack: 2`, from the user's own file: SAC's replay holds
+    its frames once (the checkpoint says so), a resumed run equals the uninterrupted one, and the ONNX
+    policy takes the uint8 stacks and plays as the torch policy does."""
+    import json
+
+    from gailkit.algo.generator import frame_replay
+
+    env, out = "tests/space_envs.py:ImageBoxAct", tmp_path / "frames.arrow"
+    r = run_cli("demos", "record", "--env", env, "--expert", "tests/space_envs.py:image_box_expert",
+                "--episodes", "6", "--frame-stack", "2", "--out", str(out))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    sets = ["generator=sac", "n_envs=1", "sac.learning_starts=32", "sac.batch_size=32", "sac.n_steps=16",
+            "env.frame_stack=2", "total_steps=128", "checkpoint_every=4", "eval_every=4", "eval_episodes=2"]  # fmt: skip
+    cfg = train.train_config(env, str(out), None, sets, preset="tiny")
+    full = tmp_path / "full"
+    train.train(cfg, full, quiet=True, log=lambda m: None, allow_code=True)
+    blob = checkpoint.load(full / "final" / "checkpoint.pt").learner["generator"]["replay"]
+    held = frame_replay.FrameReplay(gym.spaces.Box(0, 255, (2, 8, 8, 1), np.uint8), gym.spaces.Box(-1, 1, (1,)), 128)
+    held.load_state(blob.numpy().tobytes())
+    assert bytes(blob[:8].numpy()) == frame_replay.MAGIC and held.size == 128
+    assert held.written <= 128 + 2 * 8  # one frame a step, 2 more for each of the 8 episodes' first
+    resumed = tmp_path / "resumed"
+    shutil.copytree(full, resumed)
+    (resumed / "checkpoints" / "round_000008.pt").unlink()
+    shutil.rmtree(resumed / "final")
+    assert train.train(cfg, resumed, resume=True, quiet=True, log=lambda m: None, allow_code=True)["rounds"] == 8
+    a = checkpoint.load(full / "final" / "checkpoint.pt").learner
+    b = checkpoint.load(resumed / "final" / "checkpoint.pt").learner
+    assert th.equal(a["generator"]["replay"], b["generator"]["replay"])
+    for name, tensor in a["generator"]["policy"].items():
+        assert th.equal(tensor, b["generator"]["policy"][name]), name
+    onnx = tmp_path / "frames.onnx"
+    r = run_cli("export", str(full), "--out", str(onnx))
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr
+    r = run_cli("evaluate", str(full), "--env", env, "--episodes", "2", "--onnx", str(onnx), "--json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["onnx"]["returns"] == pytest.approx(report["policy"]["returns"], rel=1e-5)
+    assert len(set(report["policy"]["returns"])) == 2  # returns that tell actions apart, not a constant
+
+
 def test_resume_after_round_k_equals_uninterrupted(tmp_path, pendulum_small):
     cfg = _config(
         pendulum_small, ["total_steps=128", "eval_every=2", "checkpoint_every=4", "bc.epochs=2", "sac.bc_weight=0.4"]

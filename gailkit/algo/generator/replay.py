@@ -24,7 +24,7 @@ from gailkit.core.arrow_tensors import to_arrow, to_numpy
 FIELDS = ("obs", "acts", "next_obs", "terminated")
 
 
-def _shape_dtype(space: gym.Space) -> tuple[tuple[int, ...], np.dtype]:
+def shape_dtype(space: gym.Space) -> tuple[tuple[int, ...], np.dtype]:
     if isinstance(space, gym.spaces.Discrete):
         return (), np.dtype(np.int64)
     if isinstance(space, (gym.spaces.Box, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
@@ -35,15 +35,15 @@ def _shape_dtype(space: gym.Space) -> tuple[tuple[int, ...], np.dtype]:
 def _obs_layout(space: gym.Space, field: str) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     """Column name -> (shape, dtype): one column, or `field/key` per entry of a Dict space."""
     if isinstance(space, gym.spaces.Dict):
-        return {f"{field}{obs_tree.SEP}{k}": _shape_dtype(sub) for k, sub in space.spaces.items()}
-    return {field: _shape_dtype(space)}
+        return {f"{field}{obs_tree.SEP}{k}": shape_dtype(sub) for k, sub in space.spaces.items()}
+    return {field: shape_dtype(space)}
 
 
 class Replay:
     """Columns `obs`, `acts`, `next_obs`, `terminated` (a Dict observation: one column per entry)."""
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, capacity: int):
-        act_shape, _ = _shape_dtype(action_space)
+        act_shape, _ = shape_dtype(action_space)
         self.keys = list(observation_space.spaces) if isinstance(observation_space, gym.spaces.Dict) else None
         self.layout = {
             **_obs_layout(observation_space, "obs"),
@@ -96,7 +96,14 @@ class Replay:
     def load_state(self, blob: Any) -> None:
         """Replace the rows with those of `state()`'s bytes; ValueError (nothing changed) when they do
         not fit this replay's spaces."""
-        data = bytes(blob)
+        cols = self.read_columns(bytes(blob))
+        rows = len(cols["terminated"])
+        n = min(rows, self.capacity)
+        self.pos = self.size = 0
+        self.add(*self._fields({k: v[rows - n :] for k, v in cols.items()}))
+
+    def read_columns(self, data: bytes) -> dict[str, np.ndarray]:
+        """`state()`'s rows by column, checked against this replay's spaces (ValueError)."""
         try:
             limits.check_ipc(data, "the checkpoint's replay")
             table = pa.ipc.open_stream(data).read_all()
@@ -109,6 +116,4 @@ class Replay:
         for k, (shape, dtype) in self.layout.items():
             if cols[k].shape[1:] != shape or cols[k].dtype != dtype:
                 raise ValueError(f"replay column {k} is {cols[k].shape[1:]} {cols[k].dtype}, expected {shape} {dtype}")
-        n = min(table.num_rows, self.capacity)
-        self.pos = self.size = 0
-        self.add(*self._fields({k: v[table.num_rows - n :] for k, v in cols.items()}))
+        return cols

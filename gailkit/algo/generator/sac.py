@@ -1,10 +1,11 @@
 """The off-policy generator: stable-baselines3's SAC update, fed from gailkit's own replay (DAC-style).
 
-Each round's fragment joins `Replay` (no rewards stored); then SB3's `SAC.train()` runs
-`updates_per_step` gradient steps per new env step. SAC draws its minibatches through `_Feed`, which
-samples the replay and asks the learner's `relabel` for the current discriminator's rewards of
-exactly those transitions (a terminated one also gets the absorbing state's value, see `learner`),
-so old transitions are never judged by an old discriminator. Actions reach SAC in [-1, 1]
+Each round's fragment joins the replay (`Replay`; `FrameReplay` for frame stacks, each frame held once;
+no rewards stored); then SB3's `SAC.train()` runs `updates_per_step` gradient steps per new env step.
+SAC draws its minibatches through `_Feed`, which samples the replay and asks the learner's `relabel`
+for the current discriminator's rewards of exactly those transitions (a terminated one also gets the
+absorbing state's value, see `learner`), so old transitions are never judged by an old
+discriminator. Actions reach SAC in [-1, 1]
 (`squashed.to_unit`); everything else sees the env's units. With `sac.bc_weight`, the actor
 optimizer's `step` first adds the gradient of a BC term (`_anchored`), so each actor step of
 `SAC.train()` minimizes SAC's actor loss plus that term (TD3+BC) without copying SB3's update.
@@ -22,7 +23,7 @@ import torch as th
 from stable_baselines3.common.type_aliases import ReplayBufferSamples
 
 from gailkit.algo.generator.common import StatsLogger, bc_tensors, warm_start
-from gailkit.algo.generator.replay import Replay
+from gailkit.algo.generator.frame_replay import make_replay
 from gailkit.config import PolicyConfig, SACConfig, TrainConfig
 from gailkit.core import obs as obs_tree
 from gailkit.core.fragments import Fragment
@@ -67,10 +68,11 @@ class SACGenerator:
         normalize_obs: bool,
         device: str | th.device,
         seed: int,
+        frame_stack: int = 1,
     ):
         self.cfg, self.gamma, self.action_space = cfg, cfg.gamma, action_space
         self.sac = squashed.make_sac(observation_space, action_space, cfg, net, normalize_obs, device, seed)
-        self.replay = Replay(observation_space, action_space, cfg.buffer_size)
+        self.replay = make_replay(observation_space, action_space, cfg.buffer_size, frame_stack)
         self.rng = np.random.default_rng(seed)
         self.sac.replay_buffer = _Feed(self)
         self.logger = StatsLogger()
@@ -93,6 +95,7 @@ class SACGenerator:
             settings.normalize_obs,
             device,
             settings.seed,
+            settings.env.frame_stack,
         )
 
     @property
