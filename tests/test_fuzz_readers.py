@@ -222,6 +222,40 @@ def test_fuzz_mutated_checkpoints(tmp_path, onnx_seed, mutation):
     _expect_only_gailkit_errors(lambda: checkpoint.load_policy(path))
 
 
+@pytest.fixture(scope="module")
+def frame_replay_seed():
+    """A replay of frame stacks (each frame held once) holding 40 transitions of 3 episodes, as its bytes."""
+    import gymnasium as gym
+
+    from gailkit.algo.generator.frame_replay import FrameReplay
+
+    space, acts = gym.spaces.Box(0, 255, (2, 4, 4), np.uint8), gym.spaces.Box(-1, 1, (1,), np.float32)
+    frames = np.random.default_rng(0).integers(0, 255, (41, 4, 4), np.uint8)
+    stacks = np.stack([frames[np.maximum(np.arange(i - 1, i + 1), 0)] for i in range(41)])
+    r = FrameReplay(space, acts, 64)
+    ends = np.isin(np.arange(40), [12, 25])
+    r.add(stacks[:-1], np.zeros((40, 1), np.float32), stacks[1:], ends)
+    return r.state(), lambda: FrameReplay(space, acts, 64)
+
+
+@FUZZ
+@given(mutation=MUTATIONS)
+def test_fuzz_mutated_frame_replays(frame_replay_seed, mutation):
+    """A checkpoint's replay of frame stacks, mutated: refused with ValueError (which the checkpoint loader
+    turns into its one line) and nothing changed, or read whole with every frame id in the ring."""
+    blob, make = frame_replay_seed
+    r = make()
+    try:
+        r.load_state(_mutate(blob, mutation))
+    except ValueError:
+        assert r.size == 0 and r.written == 0
+        return
+    rows = np.arange(r.size)
+    assert r.size <= r.capacity and r._rows_held(rows).all()
+    if r.size:
+        r.sample(8, np.random.default_rng(0))
+
+
 @FUZZ
 @given(
     doc=st.dictionaries(
