@@ -41,17 +41,23 @@ ENV_FILES = {"Hopper-v4": "hopper", "HalfCheetah-v4": "halfcheetah", "Walker2d-v
 PROTOCOLS = {"a": (25, 1, True), "b": (1, 1, True), "c": (4, 20, True), "d": (4, 1, False)}
 
 
-def make_demos(env: str, protocol: str, seed: int, out: Path) -> Path:
-    episodes, every, actions = PROTOCOLS[protocol]
+def make_demos(env: str, protocol: str, seed: int, out: Path, episodes: int | None = None) -> Path:
+    """The protocol's demo file; `episodes` in place of the protocol's number of episodes."""
+    n, every, actions = PROTOCOLS[protocol]
+    episodes = episodes or n
     d = demos.check(demos.load_file(ROOT / "data" / f"{ENV_FILES[env]}.arrow"))
     d = demos.subsample(d, episodes, every, seed)
     return demos.save(d if actions else demos.strip_actions(d), out / f"{env}-{protocol}-{seed}.arrow")
 
 
+def extra_settings(args, arm: str) -> list[str]:
+    return [*args.set, *(args.set_sac if arm == "sac" else []), *(args.set_ppo if arm == "ppo" else [])]
+
+
 def run_arm(args, arm: str, seed: int, demo_file: Path, tmp: Path) -> dict:
     steps = 1 if arm == "bc" else args.steps
     generator = "ppo" if arm == "bc" else arm
-    extra = [*args.set, *(args.set_sac if arm == "sac" else []), *(args.set_ppo if arm == "ppo" else [])]
+    extra = extra_settings(args, arm)
     cfg = train.train_config(
         args.env,
         str(demo_file),
@@ -100,6 +106,7 @@ def main() -> None:
     p.add_argument("--env", required=True, choices=sorted(ENV_FILES))
     p.add_argument("--protocol", required=True, choices=sorted(PROTOCOLS))
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
+    p.add_argument("--episodes", type=int, help="this many episodes in place of the protocol's (a: 25, b: 1, c/d: 4)")
     p.add_argument("--steps", type=int, default=100_000)
     p.add_argument(
         "--arms",
@@ -118,7 +125,8 @@ def main() -> None:
     th.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     print(
-        f"# {args.env}, protocol {args.protocol} {PROTOCOLS[args.protocol]}, {args.steps:,} env steps, seeds "
+        f"# {args.env}, protocol {args.protocol} {PROTOCOLS[args.protocol]}"
+        f"{f', {args.episodes} episodes' if args.episodes else ''}, {args.steps:,} env steps, seeds "
         f"{args.seeds}, {platform.machine()}, {os.cpu_count()} CPUs, torch {th.__version__}, {time.strftime('%Y-%m-%d')}",
         flush=True,
     )
@@ -126,13 +134,14 @@ def main() -> None:
     print("| --- | --- | --- | --- | --- | --- | --- | --- |", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         for seed in args.seeds:
-            demo_file = make_demos(args.env, args.protocol, seed, Path(tmp))
+            demo_file = make_demos(args.env, args.protocol, seed, Path(tmp), args.episodes)
             for arm in args.arms:
                 run = run_imitation if arm.startswith("imitation") else run_arm
                 res = run(args, arm, seed, demo_file, Path(tmp))
                 s = scored(res)
                 secs = s["seconds"]
-                row = {"env": args.env, "protocol": args.protocol, "arm": arm, "seed": seed, **res}
+                row = {"env": args.env, "protocol": args.protocol, "episodes": args.episodes, "arm": arm, "seed": seed,
+                       **res, "settings": extra_settings(args, arm)}  # fmt: skip
                 with open(args.out, "a") as f:
                     f.write(json.dumps(row) + "\n")
                 print(
