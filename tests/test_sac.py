@@ -268,6 +268,21 @@ def test_sac_on_frame_stacks_holds_each_frame_once_resumes_exactly_and_exports(t
     assert len(set(report["policy"]["returns"])) == 2  # returns that tell actions apart, not a constant
 
 
+def test_a_replay_cut_to_the_memory_budget_says_so_when_the_run_starts(tmp_path, pendulum_small, monkeypatch):
+    lines: list[str] = []
+    cfg = _config(pendulum_small, ["total_steps=32", "eval_every=0", "sac.buffer_size=100000"])
+    train.train(cfg, tmp_path / "roomy", quiet=True, log=lines.append)
+    assert not [m for m in lines if m.startswith("replay:")]  # 100,000 rows of Pendulum fit the machine's budget
+    monkeypatch.setenv("GAILKIT_MEMORY_BUDGET", "1M")
+    train.train(cfg, tmp_path / "cut", quiet=True, log=lines.append)
+    said = [m for m in lines if m.startswith("replay:")]
+    per = 3 * 4 * 2 + 4 + 1  # obs and next_obs (3 float32), the action, terminated
+    assert said == [
+        f"replay: {(1 << 20) // per:,} transitions (1 MB), sac.buffer_size 100,000 cut to the memory budget "
+        "(GAILKIT_MEMORY_BUDGET sets it)"
+    ]
+
+
 def test_resume_after_round_k_equals_uninterrupted(tmp_path, pendulum_small):
     cfg = _config(
         pendulum_small, ["total_steps=128", "eval_every=2", "checkpoint_every=4", "bc.epochs=2", "sac.bc_weight=0.4"]

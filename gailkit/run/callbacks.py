@@ -167,6 +167,12 @@ class Progress(Callback):
             + f", device {run.device}, {rounds}, run {run.dir}"
             + (f", resuming at round {run.learner.version}" if run.resume_from else "")
         )
+        replay = getattr(run.learner.generator, "replay", None)
+        if replay is not None and replay.capacity < replay.wanted:
+            self.log(
+                f"replay: {replay.capacity:,} transitions ({replay.bytes / 1e6:,.0f} MB), sac.buffer_size "
+                f"{replay.wanted:,} cut to the memory budget (GAILKIT_MEMORY_BUDGET sets it)"
+            )
         self.every_rounds = max(1, cfg.total_rounds // 50)
         self.last_line = time.monotonic()
         if not self.quiet and self.tty:
