@@ -183,34 +183,22 @@ class FrameReplay:
 
     def load_state(self, blob: Any) -> None:
         """Replace the transitions with those of `state()`'s bytes (or `Replay.state()`'s, stacks whole);
-        ValueError, nothing changed, when they do not fit this replay's spaces."""
+        ValueError, nothing changed, when they do not fit this replay's spaces. Everything is checked
+        before the replay's own arrays are written."""
         data = bytes(blob)
         if data.startswith(MAGIC):
-            self.__dict__.update(self._parsed(data))
+            self._install(*self._parsed(data))
             return
         stacked = gym.spaces.Box(0, 1, (self.k, *self.frame_shape), self.frame_dtype)
         cols = Replay(stacked, gym.spaces.Box(-1, 1, self.act_shape, np.float32), 1).read_columns(data)
         n = len(cols["terminated"])
         keep = slice(max(0, n - self.capacity), n)
-        self.__dict__.update(self._empty())
+        self.written = self.pos = self.size = 0
+        self._latest.clear()
         self.add(cols["obs"][keep], cols["acts"][keep], cols["next_obs"][keep], cols["terminated"][keep])
 
-    def _empty(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state.update(
-            frames=np.zeros_like(self.frames),
-            obs_ids=np.zeros_like(self.obs_ids),
-            next_ids=np.zeros_like(self.next_ids),
-            acts=np.zeros_like(self.acts),
-            terminated=np.zeros_like(self.terminated),
-            written=0,
-            pos=0,
-            size=0,
-            _latest=OrderedDict(),
-        )
-        return state
-
-    def _parsed(self, data: bytes) -> dict[str, Any]:
+    def _parsed(self, data: bytes) -> tuple[dict[str, np.ndarray], np.ndarray, int, int]:
+        """(transitions by column, held frames, the first held frame's id, frames written), checked."""
         head = len(MAGIC) + 24
         if len(data) < head:
             raise ValueError("unreadable replay (cut short)")
@@ -239,23 +227,21 @@ class FrameReplay:
         for k in ("obs_ids", "next_ids"):
             if len(cols[k]) and (cols[k].min() < first or cols[k].max() >= written):
                 raise ValueError(f"replay column {k} names frames outside the {first}..{written} held")
-        state = self._empty()
+        return cols, frames, first, written
+
+    def _install(self, cols: dict[str, np.ndarray], frames: np.ndarray, first: int, written: int) -> None:
+        """The checked contents of a checkpoint, into this replay's arrays (the most recent that fit)."""
         keep_from = max(first, written - self.n_frames)
         kept = np.arange(keep_from, written)
-        state["frames"][kept % self.n_frames] = frames[keep_from - first :]
+        self.frames[kept % self.n_frames] = frames[keep_from - first :]
         whole = (cols["obs_ids"].min(axis=1, initial=written) >= keep_from) & (
             cols["next_ids"].min(axis=1, initial=written) >= keep_from
         )
         rows = np.flatnonzero(whole)[-self.capacity :]
         n = len(rows)
-        state["obs_ids"][:n], state["next_ids"][:n] = cols["obs_ids"][rows], cols["next_ids"][rows]
-        state["acts"][:n], state["terminated"][:n] = cols["acts"][rows], cols["terminated"][rows]
-        state.update(written=written, pos=n % self.capacity, size=n)
-        latest: OrderedDict[int, np.ndarray] = OrderedDict()
+        self.obs_ids[:n], self.next_ids[:n] = cols["obs_ids"][rows], cols["next_ids"][rows]
+        self.acts[:n], self.terminated[:n] = cols["acts"][rows], cols["terminated"][rows]
+        self.written, self.pos, self.size = written, n % self.capacity, n
+        self._latest.clear()
         for r in range(max(0, n - LOOKBACK), n):
-            ids = state["next_ids"][r]
-            key = hash(state["frames"][ids % self.n_frames].tobytes())
-            latest.pop(key, None)
-            latest[key] = ids.copy()
-        state["_latest"] = latest
-        return state
+            self._remember(self.frames[self.next_ids[r] % self.n_frames], self.next_ids[r].copy())
