@@ -7,6 +7,7 @@ stacks cost on disk and in memory, and what a fragment of Pong frames costs on t
     python bench/pong.py --train-memory                          # peak memory of a one-round train
     python bench/pong.py --read-memory                           # peak memory of reading the demo file
     python bench/pong.py --replay-memory                         # SAC's replay on Pong's stacks: bytes, seconds
+    python bench/pong.py --disc-shift 1500                       # the discriminator: random shifts or not, held out
     python bench/pong.py --bc-probe 1000 --bc-lr 1e-3            # what BC's CNN learns: train vs held-out game
     python bench/pong.py --bc-probe 500 --bc-net-arch 64,64       # the same with tanh layers after the CNN
     python bench/pong.py --cnn-layout 6                           # a learner round: NCHW vs channels-last CNN input
@@ -226,6 +227,82 @@ def replay_memory(demos_path: Path, rows: int = 8192) -> None:
               f"{sample_s:.4f} |")  # fmt: skip
 
 
+MOVES = (0, 2, 3)  # NOOP, UP, DOWN: the actions the scripted expert takes
+
+
+def noisy_expert_play(rows: int, seed: int, eps: float) -> tuple[np.ndarray, np.ndarray]:
+    """`rows` (stack, action) pairs of the scripted expert taking one of its own moves at random with
+    probability `eps`: a player near the expert's states but not at them, as a generator part-way through
+    GAIL is, whose actions alone do not give it away."""
+    expert = envs.scripted_experts(ENV.id)["scripted"]  # factory(env) -> policy, reading that env's RAM
+    env = envs.make_factory(ENV)()
+    rng = np.random.default_rng(seed)
+    tracker, obs_out, acts = expert(env), [], []
+    obs, _ = env.reset(seed=seed)
+    while len(acts) < rows:
+        a = int(rng.choice(MOVES)) if rng.random() < eps else int(tracker(obs))
+        obs_out.append(np.asarray(obs)), acts.append(a)
+        obs, _, term, trunc, _ = env.step(a)
+        if term or trunc:
+            tracker, (obs, _) = expert(env), env.reset(seed=seed + len(acts))
+    env.close()
+    return np.stack(obs_out), np.asarray(acts)
+
+
+def disc_shift(demos_path: Path, updates: int, eps: float = 0.5, rows: int = 8000, every: int = 250) -> None:
+    """Does random-shift augmentation (`disc.augment_shift`) help Pong's discriminator generalize? It trains
+    on the expert's first game and one noisy-expert play (`noisy_expert_play`), and is scored on the other
+    game and another play: accuracy, and the AUC of its logits (expert against generator), on 2,048 rows
+    of each, training rows and held-out, every `every` updates. The run's own Pong settings otherwise."""
+    import dataclasses
+
+    import torch as th
+
+    from gailkit.algo.discriminator import Discriminator
+
+    cfg = train.train_config(ENV.id, str(demos_path), None, [])
+    obs_space, act_space = envs.spaces(ENV)
+    d = demos.load(demos_path, ENV.id, (obs_space, act_space), frame_stack=ENV.frame_stack)
+    b = d.episode_bounds()
+    expert = {"train": np.arange(b[0], b[1]), "held-out": np.arange(b[1], b[2])}
+    t0 = time.perf_counter()
+    gen = {"train": noisy_expert_play(rows, 100, eps), "held-out": noisy_expert_play(rows, 200, eps)}
+    print(f"# Pong discriminator, random shift or not: expert games of {len(expert['train']):,} / "
+          f"{len(expert['held-out']):,} transitions, noisy-expert plays (eps {eps}) of {rows:,} each "
+          f"({time.perf_counter() - t0:.0f} s); {updates} updates of {cfg.disc.demo_batch_size} + "
+          f"{cfg.disc.demo_batch_size}; {platform.machine()}, {time.strftime('%Y-%m-%d')}")  # fmt: skip
+    print("| augment_shift | updates | train acc | held-out acc | train AUC | held-out AUC | s per update |")
+    print("|---|---|---|---|---|---|---|", flush=True)
+
+    def auc(pos: np.ndarray, neg: np.ndarray) -> float:
+        ranks = np.argsort(np.argsort(np.concatenate([pos, neg]))) + 1
+        return float((ranks[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
+
+    for shift in (0, 4):
+        th.manual_seed(0)
+        rng = np.random.default_rng(0)
+        disc = Discriminator(obs_space, act_space, dataclasses.replace(cfg.disc, augment_shift=shift), "cpu", "gail")
+        probe = {k: (rng.choice(expert[k], 2048), rng.integers(0, rows, 2048)) for k in expert}
+        n, spent = cfg.disc.demo_batch_size, 0.0
+        for step in range(1, updates + 1):
+            e, g = rng.choice(expert["train"], n), rng.integers(0, rows, n)
+            t0 = time.perf_counter()
+            disc.train_step(
+                disc.batch(d.obs[e], d.acts[e], None), disc.batch(gen["train"][0][g], gen["train"][1][g], None)
+            )
+            spent += time.perf_counter() - t0
+            if step % every and step != updates:
+                continue
+            cells = {}
+            for k in ("train", "held-out"):
+                e2, g2 = probe[k]
+                le = disc.logits(disc.batch(d.obs[e2], d.acts[e2], None)).detach().numpy()
+                lg = disc.logits(disc.batch(gen[k][0][g2], gen[k][1][g2], None)).detach().numpy()
+                cells[k] = ((np.mean(le > 0) + np.mean(lg < 0)) / 2, auc(le, lg))
+            print(f"| {shift} | {step} | {cells['train'][0]:.3f} | {cells['held-out'][0]:.3f} | {cells['train'][1]:.3f} | "
+                  f"{cells['held-out'][1]:.3f} | {spent / step:.2f} |", flush=True)  # fmt: skip
+
+
 def cnn_layout(demos_path: Path, rounds: int, repeats: int = 2) -> None:
     """Seconds of a GAIL round (in-process, 1,024 env steps, no critic warm-up) with the CNN's input cast to
     float32 as it comes (NCHW, the layout before) and in channels-last (today's, on the CPU), runs alternating
@@ -310,6 +387,7 @@ def main() -> None:
     p.add_argument("--train-memory", action="store_true", help="peak memory of a one-round train instead")
     p.add_argument("--read-memory", action="store_true", help="peak memory of reading the demo file instead")
     p.add_argument("--replay-memory", action="store_true", help="SAC's replay on Pong's stacks instead")
+    p.add_argument("--disc-shift", type=int, metavar="UPDATES", help="the discriminator with random shifts or not")
     p.add_argument("--bc-probe", type=int, metavar="STEPS", help="what BC's CNN learns in STEPS steps instead")
     p.add_argument("--bc-lr", type=float, default=1e-3)
     p.add_argument(
@@ -331,6 +409,8 @@ def main() -> None:
         return read_memory(args.demos)
     if args.replay_memory:
         return replay_memory(args.demos)
+    if args.disc_shift:
+        return disc_shift(args.demos, args.disc_shift)
     if args.summarize:
         return summarize(args.summarize)
     if args.bc:

@@ -165,3 +165,52 @@ def test_absorbing_flags_pass_the_normalization_and_a_gradient_penalty_still_lea
     assert stats["disc/acc_expert"] > 0.65 and stats["disc/acc_gen"] > 0.65 and stats["disc/loss"] < 0.62, stats
     x = disc.inputs(exp)
     assert th.equal(disc.net.mlp.normalize_input(x)[:, -2:], x[:, -2:])  # the flags, untouched
+
+
+@pytest.mark.parametrize("layout", ["channels_first", "channels_last", "dict"])
+def test_random_shift_moves_each_transitions_frames_together_and_leaves_the_rest(layout):
+    """`disc.augment_shift`: a transition's frame and next frame move by one offset (at most `pad` pixels
+    each way, the edge repeated); offsets differ between transitions; vectors, actions and flags stay."""
+    import gymnasium as gym
+
+    from gailkit.algo.discriminator import augment
+
+    n, pad = 64, 2
+    frames = np.zeros((n, 1, 12, 12), np.uint8)
+    frames[:, 0, 6, 5] = 255  # one bright pixel, away from the edges
+    nxt = np.roll(frames, 1, axis=3)  # the next frame: the pixel one column on
+    if layout == "channels_last":
+        frames, nxt = frames.transpose(0, 2, 3, 1).copy(), nxt.transpose(0, 2, 3, 1).copy()
+    space: gym.Space = gym.spaces.Box(0, 255, frames.shape[1:], np.uint8)
+    vec = np.random.default_rng(0).normal(size=(n, 3)).astype(np.float32)
+    obs, next_obs = frames, nxt
+    if layout == "dict":
+        space = gym.spaces.Dict({"frame": space, "vec": gym.spaces.Box(-9, 9, (3,), np.float32)})
+        obs, next_obs = {"frame": frames, "vec": vec}, {"frame": nxt, "vec": vec}
+    cfg = DiscConfig(use_next_state=True, augment_shift=pad)
+    disc = Discriminator(space, gym.spaces.Discrete(2), cfg, "cpu", "gail")
+    assert disc.image_keys == (["frame"] if layout == "dict" else [None])
+    b = disc.batch(obs, np.zeros(n, np.int64), next_obs)
+    th.manual_seed(0)
+    out = augment.random_shift(b, disc.image_keys, pad)
+
+    def where(x):
+        x = x["frame"] if isinstance(x, dict) else x
+        x = x if layout != "channels_last" else x.permute(0, 3, 1, 2)
+        flat = x[:, 0].reshape(len(x), -1).argmax(dim=1)
+        return th.stack([flat // 12, flat % 12], dim=1)
+
+    moved = where(out.obs) - where(b.obs)
+    assert th.equal(where(out.next_obs) - where(b.next_obs), moved)  # the same offset for both
+    assert moved.abs().max() <= pad and len({tuple(m) for m in moved.tolist()}) > 10
+    assert out.obs["frame"].dtype == th.uint8 if layout == "dict" else out.obs.dtype == th.uint8
+    if layout == "dict":
+        assert th.equal(out.obs["vec"], b.obs["vec"]) and th.equal(out.next_obs["vec"], b.next_obs["vec"])
+    assert th.equal(out.acts, b.acts) and th.equal(out.obs_absorbing, b.obs_absorbing)
+    assert augment.random_shift(b, disc.image_keys, 0) is b
+    # training shifts what it sees; rewards judge the frames as they are, every time alike
+    before = disc.reward(b)
+    disc.train_step(b, b)
+    assert th.equal(disc.reward(b), disc.reward(b)) and not th.equal(disc.reward(b), before)
+    vectors = Discriminator(gym.spaces.Box(-1, 1, (3,), np.float32), gym.spaces.Discrete(2), cfg, "cpu", "gail")
+    assert vectors.image_keys == []  # nothing to shift

@@ -69,6 +69,9 @@ class DiscConfig(_Checked):
     absorbing: bool = True
     """Absorbing states after terminations (DAC): the discriminator also judges "the episode ended here",
     and a terminated step is worth the absorbing state's value (see `learner`)."""
+    augment_shift: int = _f(0, GE0)
+    """Random-shift augmentation of the frames it trains on (DrQ): pad by this many pixels, crop back at a
+    random offset (4 is DrQ's for 84x84); 0: off. Images only; rewards see the frames unshifted."""
     replay_rounds: int = _f(0, GE0)
     """Generator transitions of this many earlier rounds join the current round's in discriminator
     batches (a replay of earlier generator samples)."""

@@ -21,6 +21,7 @@ import numpy as np
 import torch as th
 import torch.nn.functional as F
 
+from gailkit.algo.discriminator import augment
 from gailkit.algo.discriminator.batch import Batch
 from gailkit.algo.discriminator.nets import DiscriminatorNet, Inputs, RunningNorm, _ImitationNet  # noqa: F401  (re-exports)
 from gailkit.config import DiscConfig
@@ -65,6 +66,7 @@ class Discriminator:
             self.net = DiscriminatorNet(observation_space, action_space, cfg)
         self.net.to(self.device)
         self.optimizer = th.optim.Adam(self.net.parameters(), lr=cfg.disc_lr)
+        self.image_keys = augment.image_keys(observation_space, cfg.encoder) if cfg.augment_shift else []
 
     def batch(
         self,
@@ -116,10 +118,12 @@ class Discriminator:
             self.net.train()
 
     def train_step(self, expert: Batch, gen: Batch) -> dict[str, float]:
-        """One Adam step of binary cross-entropy (+ entropy bonus, gradient penalty, label smoothing)."""
+        """One Adam step of binary cross-entropy (+ entropy bonus, gradient penalty, label smoothing), on
+        frames shifted at random with `disc.augment_shift`."""
         self.net.train()
         n_exp = len(expert)
-        x = self.net.inputs(Batch.cat([expert, gen]))  # encoded once: the loss and the penalty share it
+        both = augment.random_shift(Batch.cat([expert, gen]), self.image_keys, self.cfg.augment_shift)
+        x = self.net.inputs(both)  # encoded once: the loss and the penalty share it
         logits = self.net.head(x)
         labels = th.cat(
             [
