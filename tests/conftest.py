@@ -46,6 +46,41 @@ def run_cli(
     )
 
 
+def resumed_equals_uninterrupted(cfg, full: Path, resumed: Path, last_round: int) -> None:
+    """Copy the finished run `full`, drop its last checkpoint (round `last_round`) and final folder, resume:
+    the replay and the policy at the end must equal the uninterrupted run's, tensor for tensor."""
+    import shutil
+
+    import torch as th
+
+    from gailkit.run import checkpoint, train
+
+    shutil.copytree(full, resumed)
+    (resumed / "checkpoints" / f"round_{last_round:06d}.pt").unlink()
+    shutil.rmtree(resumed / "final")
+    s = train.train(cfg, resumed, resume=True, quiet=True, log=lambda m: None, allow_code=True)
+    assert s["rounds"] == last_round
+    a = checkpoint.load(full / "final" / "checkpoint.pt").learner
+    b = checkpoint.load(resumed / "final" / "checkpoint.pt").learner
+    assert th.equal(a["generator"]["replay"], b["generator"]["replay"])
+    for name, tensor in a["generator"]["policy"].items():
+        assert th.equal(tensor, b["generator"]["policy"][name]), name
+
+
+def onnx_plays_as_torch(run: Path, env: str, onnx: Path) -> dict:
+    """`gailkit export` of `run` to `onnx` passes its parity check, and `gailkit evaluate --onnx` plays 2
+    episodes with returns equal to the torch policy's; the evaluation's report."""
+    import json
+
+    r = run_cli("export", str(run), "--out", str(onnx))
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr
+    r = run_cli("evaluate", str(run), "--env", env, "--episodes", "2", "--onnx", str(onnx), "--json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["onnx"]["returns"] == pytest.approx(report["policy"]["returns"], rel=1e-5)  # float actions
+    return report
+
+
 def small_generator(observation_space, action_space, ppo, net_arch=(8,), normalize_obs=False, n_envs=1):
     """A PPO generator with a small network on CPU, seed 0 (what the generator and actor tests train)."""
     from gailkit.algo.generator.ppo import PPOGenerator

@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch as th
-from conftest import ROOT, run_cli
+from conftest import ROOT, onnx_plays_as_torch, resumed_equals_uninterrupted, run_cli
 
 from gailkit import config
 from gailkit.algo.generator.replay import Replay
@@ -230,7 +230,6 @@ def test_sac_on_frame_stacks_holds_each_frame_once_resumes_exactly_and_exports(t
     """A pixel env with Box actions and `env.frame_stack: 2`, from the user's own file: SAC's replay holds
     its frames once (the checkpoint says so), a resumed run equals the uninterrupted one, and the ONNX
     policy takes the uint8 stacks and plays as the torch policy does."""
-    import json
 
     from gailkit.algo.generator import frame_replay
 
@@ -248,23 +247,8 @@ def test_sac_on_frame_stacks_holds_each_frame_once_resumes_exactly_and_exports(t
     held.load_state(blob.numpy().tobytes())
     assert bytes(blob[:8].numpy()) == frame_replay.MAGIC and held.size == 128
     assert held.written <= 128 + 2 * 8  # one frame a step, 2 more for each of the 8 episodes' first
-    resumed = tmp_path / "resumed"
-    shutil.copytree(full, resumed)
-    (resumed / "checkpoints" / "round_000008.pt").unlink()
-    shutil.rmtree(resumed / "final")
-    assert train.train(cfg, resumed, resume=True, quiet=True, log=lambda m: None, allow_code=True)["rounds"] == 8
-    a = checkpoint.load(full / "final" / "checkpoint.pt").learner
-    b = checkpoint.load(resumed / "final" / "checkpoint.pt").learner
-    assert th.equal(a["generator"]["replay"], b["generator"]["replay"])
-    for name, tensor in a["generator"]["policy"].items():
-        assert th.equal(tensor, b["generator"]["policy"][name]), name
-    onnx = tmp_path / "frames.onnx"
-    r = run_cli("export", str(full), "--out", str(onnx))
-    assert r.returncode == 0 and "ok" in r.stdout, r.stderr
-    r = run_cli("evaluate", str(full), "--env", env, "--episodes", "2", "--onnx", str(onnx), "--json")
-    assert r.returncode == 0, r.stderr
-    report = json.loads(r.stdout)
-    assert report["onnx"]["returns"] == pytest.approx(report["policy"]["returns"], rel=1e-5)
+    resumed_equals_uninterrupted(cfg, full, tmp_path / "resumed", last_round=8)
+    report = onnx_plays_as_torch(full, env, tmp_path / "frames.onnx")
     assert len(set(report["policy"]["returns"])) == 2  # returns that tell actions apart, not a constant
 
 

@@ -13,7 +13,7 @@ import torch as th
 from gailkit.algo.discriminator import Discriminator
 from gailkit.config import DiscConfig, PolicyConfig
 from gailkit.model import encoders, policy
-from tests.conftest import run_cli
+from tests.conftest import onnx_plays_as_torch, resumed_equals_uninterrupted, run_cli
 
 IMAGE_HWC = gym.spaces.Box(0, 255, (40, 40, 3), np.uint8)
 IMAGE_CHW = gym.spaces.Box(0, 255, (3, 40, 40), np.uint8)
@@ -171,10 +171,9 @@ def test_dict_observations_of_every_entry_kind_through_actor_processes_sac_resum
     """A Dict of a uint8 frame, a vector and a Discrete: demo files hold one column per entry; actor
     processes send them over the wire; SAC's replay keeps them (and its checkpoint resumes exactly);
     ONNX takes one input per entry and plays as the torch policy does."""
-    import shutil
 
     from gailkit.data import demos as demos_mod
-    from gailkit.run import checkpoint, metrics, train
+    from gailkit.run import metrics, train
 
     out = tmp_path / "mixed.arrow"
     r = run_cli("demos", "record", "--env", MIXED, "--expert", "tests/space_envs.py:dict_mixed_expert",
@@ -196,23 +195,9 @@ def test_dict_observations_of_every_entry_kind_through_actor_processes_sac_resum
     cfg = train.train_config(MIXED, str(out), None, sets, preset="tiny")
     full = tmp_path / "full"
     train.train(cfg, full, quiet=True, log=lambda m: None, allow_code=True)
-    resumed = tmp_path / "resumed"
-    shutil.copytree(full, resumed)
-    (resumed / "checkpoints" / "round_000008.pt").unlink()
-    shutil.rmtree(resumed / "final")
-    assert train.train(cfg, resumed, resume=True, quiet=True, log=lambda m: None, allow_code=True)["rounds"] == 8
-    a = checkpoint.load(full / "final" / "checkpoint.pt").learner
-    b = checkpoint.load(resumed / "final" / "checkpoint.pt").learner
-    assert th.equal(a["generator"]["replay"], b["generator"]["replay"])
-    for name, tensor in a["generator"]["policy"].items():
-        assert th.equal(tensor, b["generator"]["policy"][name]), name
+    resumed_equals_uninterrupted(cfg, full, tmp_path / "resumed", last_round=8)
     onnx = tmp_path / "mixed.onnx"
-    r = run_cli("export", str(full), "--out", str(onnx))
-    assert r.returncode == 0 and "ok" in r.stdout, r.stderr
-    r = run_cli("evaluate", str(full), "--env", MIXED, "--episodes", "2", "--onnx", str(onnx), "--json")
-    assert r.returncode == 0, r.stderr
-    report = json.loads(r.stdout)
-    assert report["onnx"]["returns"] == pytest.approx(report["policy"]["returns"], rel=1e-5)  # float actions
+    onnx_plays_as_torch(full, MIXED, onnx)
     from gailkit.inference import InferenceError, OnnxPolicy
 
     pi = OnnxPolicy(onnx)
