@@ -92,6 +92,20 @@ def test_the_bc_term_is_kept_for_the_whole_run_with_many_whole_episodes(tmp_path
     assert count == len(used) + (64 if subsample else 0)
 
 
+def test_a_policy_that_reads_frames_anneals_its_bc_term_even_with_whole_episodes(tmp_path):
+    """Whole episodes keep the BC term for vectors (above); a CNN policy's term still anneals over half the
+    run at 10 steps a round (a kept term of 100 CNN steps a round was not measured). config.yaml says so."""
+    env = "tests/space_envs.py:ImageObs"
+    out = tmp_path / "frames.arrow"
+    r = run_cli("demos", "record", "--env", env, "--expert", "tests/space_envs.py:image_expert", "--episodes", "3",
+                "--out", str(out))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    cfg = tiny_config(out, env, ["total_steps=64", "bc.epochs=1", "eval_every=0", "eval_episodes=1"])
+    train.train(cfg, tmp_path / "run", quiet=True, log=lambda m: None, allow_code=True)
+    saved = config.build(TrainConfig, [("saved", config.read_yaml(tmp_path / "run" / "config.yaml"))])
+    assert (saved.bc.anneal_steps, saved.bc.steps_per_round) == (32, 10)
+
+
 def test_a_run_from_before_obs_stats_resumes_with_its_normalizer_moving(tmp_path):
     """Runs of an older gailkit merged every round's observations into the normalizer; their checkpoints name no
     `obs_stats`, and resuming one keeps doing what it did (today's auto would hold it under this clone)."""

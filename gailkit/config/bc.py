@@ -13,18 +13,22 @@ from gailkit.core.errors import ConfigError
 AUTO = _rule(lambda v: v >= -1, "must be >= 0, or -1 (auto)")
 BC_MAX_STEPS = 5_000
 """The BC warm start's auto epochs stop at this many minibatch steps (large demo sets)."""
-BC_KEEP_EPISODES = 10
+BC_KEEP_EPISODES = 1
 """From this many whole demo episodes with actions on, the BC term is kept for the whole run (auto
-`anneal_steps` 0) and is stronger (auto `steps_per_round` 100). Measured with 25 whole MuJoCo episodes (kept:
-the clone is at the expert) against 1 whole episode and 4 subsampled ones (annealed: their clones are far from
-it); between them it is a choice."""
+`anneal_steps` 0) and is stronger (auto `steps_per_round` 100), unless the policy reads frames. PPO, 100k env
+steps, 4 MuJoCo envs, finals with the term kept against annealed over half the run: 0.98 against 0.62 mean
+with 25 whole episodes (3 seeds), 0.93 against 0.62 with 10, 0.90 against 0.57 with 4, and with 1 whole
+episode 0.84 against 0.48 (2 seeds each below 25; BENCHMARKS.md, "The BC term: kept or
+annealed"). Loose transitions (no whole episode) keep the annealed term (a kept one was not measured on them),
+and so do policies that read frames (Pong: a kept term was not run, and 100 CNN steps a round would cost 6x
+its PPO update)."""
 
 
 @dataclasses.dataclass
 class BCConfig(_Checked):
     """Behaviour cloning of the demos: a warm start before GAIL, and a BC term during GAIL (annealed away
-    unless the demos hold `BC_KEEP_EPISODES` whole episodes). Needs demos with actions; -1 (auto) means the
-    value in brackets with actions, 0 without."""
+    unless the demos hold a whole episode and the policy reads no frames). Needs demos with actions; -1 (auto)
+    means the value in brackets with actions, 0 without."""
 
     epochs: int = _f(-1, AUTO)
     """Passes over the demos before GAIL starts [50, at most 5,000 steps of `batch_size`: 25 MuJoCo episodes
@@ -39,20 +43,22 @@ class BCConfig(_Checked):
     """First rounds in which PPO fits only the value function (the cloned policy stays as it is)
     while the discriminator learns to tell the cloned policy from the expert [5]."""
     steps_per_round: int = _f(-1, AUTO)
-    """BC steps after every PPO update, on `batch_size` demos each [10; 100 from `BC_KEEP_EPISODES` whole
-    demo episodes on: final 0.98 of the expert against 0.93 with 30 and 0.85 with 10, the term kept,
-    mean of 4 MuJoCo envs x 3 seeds with 25 whole episodes, BENCHMARKS.md]."""
+    """BC steps after every PPO update, on `batch_size` demos each [10; 100 with a whole demo episode
+    (`BC_KEEP_EPISODES`) and no frames: final 0.98 of the expert against 0.93 with 30 and 0.85 with 10,
+    the term kept, mean of 4 MuJoCo envs x 3 seeds with 25 whole episodes, BENCHMARKS.md]."""
     anneal_steps: int = _f(-1, AUTO)
     """Env steps over which those steps' learning rate falls linearly to 0; 0: it never falls [half of
-    total_steps; 0 from `BC_KEEP_EPISODES` (10) whole demo episodes on, where the clone is at the expert
-    and PPO without the term drifted away from it: final 0.62 of the expert against 0.85 with it (10
-    steps a round), mean of 4 MuJoCo envs x 3 seeds with 25 whole episodes, BENCHMARKS.md]."""
+    total_steps; 0 with a whole demo episode (`BC_KEEP_EPISODES`) and no frames, where PPO without the term
+    drifted away from the clone (see `BC_KEEP_EPISODES` for what was measured)]."""
 
-    def resolve(self, n_demos: int, total_steps: int, generator: str = "ppo", whole_episodes: int = 0) -> BCConfig:
+    def resolve(
+        self, n_demos: int, total_steps: int, generator: str = "ppo", whole_episodes: int = 0, frames: bool = False
+    ) -> BCConfig:
         """The auto (-1) values filled in for `n_demos` transitions with actions (0: demos without
         actions, where explicit BC is refused) in `whole_episodes` whole episodes (0: loose or cut
-        ones). With `generator: sac` every auto value is 0: a cloned actor meets a critic that knows
-        nothing of it, and SAC's first updates undo it (measured in BENCHMARKS.md, "Where BC fails")."""
+        ones), for a policy that reads frames (a CNN) or not. With `generator: sac` every auto value is 0:
+        a cloned actor meets a critic that knows nothing of it, and SAC's first updates undo it (measured in
+        BENCHMARKS.md, "Where BC fails")."""
         has_actions = n_demos > 0
         if not has_actions:
             named = [k for k in ("epochs", "steps_per_round") if getattr(self, k) > 0]
@@ -61,7 +67,7 @@ class BCConfig(_Checked):
                     f"'bc.{named[0]}': behaviour cloning needs the expert's actions, and these demos have none"
                 )
         epochs = max(1, min(50, BC_MAX_STEPS // max(1, -(-n_demos // self.batch_size))))
-        many = whole_episodes >= BC_KEEP_EPISODES  # the clone is at the expert: keep it, firmly
+        many = whole_episodes >= BC_KEEP_EPISODES and not frames  # a clone of whole episodes: keep it, firmly
         auto = {
             "epochs": epochs,
             "critic_warmup_rounds": 5,

@@ -23,6 +23,13 @@ def is_image(space: gym.Space, kind: str = "auto") -> bool:
     return kind == "cnn" or (kind == "auto" and space.dtype == np.uint8)
 
 
+def has_images(space: gym.Space, kind: str = "auto") -> bool:
+    """Whether a CNN reads any of `space`: an image, or a Dict with an image entry."""
+    if isinstance(space, gym.spaces.Dict):
+        return any(is_image(sub, kind) for sub in space.spaces.values())
+    return is_image(space, kind)
+
+
 def check_space(space: gym.Space, what: str = "observation space") -> None:
     """Raise `UnsupportedSpace` (one line naming the space) unless some encoder fits `space`."""
     if isinstance(space, gym.spaces.Dict):

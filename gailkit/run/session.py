@@ -27,6 +27,7 @@ from gailkit.config import TrainConfig, resolve_obs_stats
 from gailkit.core.errors import ConfigError
 from gailkit.data import demos, envs
 from gailkit.model import policy
+from gailkit.model.spaces import has_images
 from gailkit.rollout.fleet import Fleet, make_fleet
 from gailkit.run.checkpoint import (
     RANDOM_EPISODES,
@@ -141,7 +142,8 @@ class Run:
         cfg.check()
         n_acts = len(expert_demos) if expert_demos.has_actions else 0
         whole = expert_demos.n_episodes if n_acts and expert_demos.whole_episodes() else 0
-        bc = cfg.bc.resolve(n_acts, cfg.total_steps, cfg.generator, whole)
+        frames = has_images(spaces[0], cfg.policy.encoder)
+        bc = cfg.bc.resolve(n_acts, cfg.total_steps, cfg.generator, whole, frames)
         cfg = dataclasses.replace(cfg, bc=bc, obs_stats=resolve_obs_stats(cfg.obs_stats, bc.epochs, whole))
         th.manual_seed(cfg.seed)
         np.random.seed(cfg.seed)
