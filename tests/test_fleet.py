@@ -82,7 +82,10 @@ def test_two_actor_processes_train_cartpole(tmp_path):
     import csv
 
     rows = list(csv.DictReader(open(tmp_path / "run" / "metrics.csv")))
-    assert all(float(r["actors/live"]) == 2 for r in rows) and float(rows[-1]["actors/fragments_per_s"]) > 0
+    # both processes are live by the end; the first round may be filled by the one that started first (a race
+    # between two interpreters starting, seen once in CI on a clean clone)
+    assert float(rows[-1]["actors/live"]) == 2 and all(float(r["actors/live"]) >= 1 for r in rows)
+    assert float(rows[-1]["actors/fragments_per_s"]) > 0
     assert not _children(os.getpid())  # every actor process is gone
 
 
