@@ -20,7 +20,6 @@ whole stacks (`Replay.state()`, written before this class existed) loads too.
 
 from __future__ import annotations
 
-import io
 import json
 import struct
 from collections import OrderedDict
@@ -30,7 +29,7 @@ import gymnasium as gym
 import numpy as np
 import pyarrow as pa
 
-from gailkit.algo.generator.replay import Replay, shape_dtype
+from gailkit.algo.generator.replay import Replay, read_ipc, shape_dtype, to_ipc
 from gailkit.core import limits
 from gailkit.core.arrow_tensors import to_arrow, to_numpy
 
@@ -53,23 +52,6 @@ def make_replay(observation_space: gym.Space, action_space: gym.Space, capacity:
     if is_frame_stack(observation_space, frame_stack):
         return FrameReplay(observation_space, action_space, capacity)
     return Replay(observation_space, action_space, capacity)
-
-
-def _ipc(table: pa.Table) -> bytes:
-    sink = io.BytesIO()
-    with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as writer:
-        writer.write_table(table)
-    return sink.getvalue()
-
-
-def _read_ipc(data: bytes, what: str) -> pa.Table:
-    try:
-        limits.check_ipc(data, what)
-        table = pa.ipc.open_stream(data).read_all()
-        table.validate(full=True)
-        return table
-    except (pa.ArrowException, OSError, limits.InputError) as e:
-        raise ValueError(f"unreadable replay ({type(e).__name__}: {str(e)[:200]})") from None
 
 
 class FrameReplay:
@@ -177,7 +159,7 @@ class FrameReplay:
                 "terminated": to_arrow(self.terminated[rows]),
             }
         )
-        a, b = _ipc(transitions), _ipc(pa.table({"frames": to_arrow(self.frames[ids % self.n_frames])}))
+        a, b = to_ipc(transitions), to_ipc(pa.table({"frames": to_arrow(self.frames[ids % self.n_frames])}))
         header = json.dumps({"written": int(self.written), "first": int(first)}).encode()
         return MAGIC + struct.pack("<QQQ", len(header), len(a), len(b)) + header + a + b
 
@@ -210,8 +192,8 @@ class FrameReplay:
             written, first = int(header["written"]), int(header["first"])
         except (ValueError, KeyError, TypeError):
             raise ValueError("unreadable replay (header)") from None
-        transitions = _read_ipc(data[head + n_header : head + n_header + n_a], "the checkpoint's replay")
-        held = _read_ipc(data[head + n_header + n_a :], "the checkpoint's replay frames")
+        transitions = read_ipc(data[head + n_header : head + n_header + n_a], "the checkpoint's replay")
+        held = read_ipc(data[head + n_header + n_a :], "the checkpoint's replay frames")
         want = {"obs_ids": ((self.k,), np.int64), "acts": (self.act_shape, np.float32),
                 "next_ids": ((self.k,), np.int64), "terminated": ((), np.bool_)}  # fmt: skip
         if transitions.column_names != list(want) or held.column_names != ["frames"]:

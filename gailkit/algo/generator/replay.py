@@ -39,6 +39,25 @@ def _obs_layout(space: gym.Space, field: str) -> dict[str, tuple[tuple[int, ...]
     return {field: shape_dtype(space)}
 
 
+def to_ipc(table: pa.Table) -> bytes:
+    """`table` as an Arrow IPC stream (zstd): a replay's form in checkpoints."""
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def read_ipc(data: bytes, what: str) -> pa.Table:
+    """`to_ipc`'s bytes back, size-checked and fully validated; ValueError for anything else."""
+    try:
+        limits.check_ipc(data, what)
+        table = pa.ipc.open_stream(data).read_all()
+        table.validate(full=True)
+        return table
+    except (pa.ArrowException, OSError, limits.InputError) as e:
+        raise ValueError(f"unreadable replay ({type(e).__name__}: {str(e)[:200]})") from None
+
+
 class Replay:
     """Columns `obs`, `acts`, `next_obs`, `terminated` (a Dict observation: one column per entry)."""
 
@@ -86,12 +105,7 @@ class Replay:
 
     def state(self) -> bytes:
         """The rows held, oldest first, as an Arrow IPC stream (zstd)."""
-        table = pa.table({k: to_arrow(v) for k, v in self._ordered().items()})
-        sink = io.BytesIO()
-        options = pa.ipc.IpcWriteOptions(compression="zstd")
-        with pa.ipc.new_stream(sink, table.schema, options=options) as writer:
-            writer.write_table(table)
-        return sink.getvalue()
+        return to_ipc(pa.table({k: to_arrow(v) for k, v in self._ordered().items()}))
 
     def load_state(self, blob: Any) -> None:
         """Replace the rows with those of `state()`'s bytes; ValueError (nothing changed) when they do
@@ -104,12 +118,7 @@ class Replay:
 
     def read_columns(self, data: bytes) -> dict[str, np.ndarray]:
         """`state()`'s rows by column, checked against this replay's spaces (ValueError)."""
-        try:
-            limits.check_ipc(data, "the checkpoint's replay")
-            table = pa.ipc.open_stream(data).read_all()
-            table.validate(full=True)
-        except (pa.ArrowException, OSError, limits.InputError) as e:
-            raise ValueError(f"unreadable replay ({type(e).__name__}: {str(e)[:200]})") from None
+        table = read_ipc(data, "the checkpoint's replay")
         if table.column_names != list(self.layout):
             raise ValueError(f"replay columns {table.column_names}, expected {list(self.layout)}")
         cols = {k: to_numpy(table.column(k).combine_chunks()) for k in self.layout}
