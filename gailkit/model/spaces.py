@@ -23,11 +23,16 @@ def is_image(space: gym.Space, kind: str = "auto") -> bool:
     return kind == "cnn" or (kind == "auto" and space.dtype == np.uint8)
 
 
+def image_keys(space: gym.Space, kind: str = "auto") -> list[str | None]:
+    """The parts of an observation a CNN reads: [None] for an image space, a Dict's image entries."""
+    if isinstance(space, gym.spaces.Dict):
+        return [k for k, sub in space.spaces.items() if is_image(sub, kind)]
+    return [None] if is_image(space, kind) else []
+
+
 def has_images(space: gym.Space, kind: str = "auto") -> bool:
     """Whether a CNN reads any of `space`: an image, or a Dict with an image entry."""
-    if isinstance(space, gym.spaces.Dict):
-        return any(is_image(sub, kind) for sub in space.spaces.values())
-    return is_image(space, kind)
+    return bool(image_keys(space, kind))
 
 
 def check_space(space: gym.Space, what: str = "observation space") -> None:

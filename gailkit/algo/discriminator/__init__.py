@@ -27,6 +27,7 @@ from gailkit.algo.discriminator.nets import DiscriminatorNet, Inputs, RunningNor
 from gailkit.config import DiscConfig
 from gailkit.core import obs as obs_tree
 from gailkit.core.framestacks import FrameStacks
+from gailkit.model.spaces import image_keys
 
 REWARD_FNS = {
     "gail": lambda logits: F.softplus(logits),  # -log(1 - D): positive
@@ -66,7 +67,7 @@ class Discriminator:
             self.net = DiscriminatorNet(observation_space, action_space, cfg)
         self.net.to(self.device)
         self.optimizer = th.optim.Adam(self.net.parameters(), lr=cfg.disc_lr)
-        self.image_keys = augment.image_keys(observation_space, cfg.encoder) if cfg.augment_shift else []
+        self.image_keys = image_keys(observation_space, cfg.encoder) if cfg.augment_shift else []
 
     def batch(
         self,

@@ -10,19 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch as th
 
 from gailkit.algo.discriminator.batch import Batch
-from gailkit.model.spaces import is_image
-
-
-def image_keys(space: gym.Space, encoder: str) -> list[str | None]:
-    """The parts of an observation a CNN reads: [None] for an image space, a Dict's image entries."""
-    if isinstance(space, gym.spaces.Dict):
-        return [k for k, sub in space.spaces.items() if is_image(sub, encoder)]
-    return [None] if is_image(space, encoder) else []
 
 
 def _shift(x: th.Tensor, pad: int, dy: th.Tensor, dx: th.Tensor) -> th.Tensor:
