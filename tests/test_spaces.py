@@ -64,6 +64,56 @@ def test_a_cnn_sees_the_same_frames_channels_first_or_last():
     assert th.allclose(last(frames.float()), first(frames.permute(0, 3, 1, 2).float()), atol=1e-6)
 
 
+@pytest.mark.parametrize("space", [IMAGE_HWC, IMAGE_CHW, gym.spaces.Box(0, 255, (6, 6, 2), np.uint8)])
+def test_a_cnn_is_the_plain_network_on_frames_scaled_to_one_whatever_the_batch(space):
+    """The 1/255 folded into the first convolution and large batches taken in chunks give what the layers
+    give applied in order to frames / 255 (the function the weights were trained as), uint8 or float input."""
+    th.manual_seed(0)
+    enc = encoders.make(space)
+    n = encoders.CNN_CHUNK + 37  # more than one chunk
+    frames = th.randint(0, 256, (n, *space.shape), dtype=th.uint8)
+    x = frames if int(np.argmin(space.shape)) == 0 else frames.permute(0, 3, 1, 2)
+    with th.no_grad():
+        want = enc.linear(enc.cnn(x.float() / 255.0))
+        assert th.allclose(enc(frames), want, atol=1e-5)
+        assert th.allclose(enc(frames.float()), want, atol=1e-5)
+    enc(frames[:3]).sum().backward()  # the first convolution's weights still learn
+    assert enc.cnn[0].weight.grad is not None and enc.cnn[0].weight.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize(
+    "space",
+    [
+        IMAGE_CHW,
+        gym.spaces.Discrete(5),
+        gym.spaces.Dict({"img": IMAGE_HWC, "v": VECTOR, "d": gym.spaces.Discrete(3)}),
+    ],
+)
+def test_the_policy_encodes_observations_as_the_env_gave_them_with_sb3s_results(space):
+    """gailkit's policy hands frames to its CNN as uint8 (no float copy first) and every other space as SB3's
+    `preprocess_obs` does: with the same weights it gives SB3's own `ActorCriticPolicy`'s actions, values and
+    log-probabilities."""
+    from stable_baselines3.common.policies import ActorCriticPolicy
+
+    th.manual_seed(0)
+    pol = policy.build(space, gym.spaces.Discrete(3), PolicyConfig(cnn_features=32), True)
+    sb3 = ActorCriticPolicy(
+        space, gym.spaces.Discrete(3), lambda _: 0.0, **policy.policy_kwargs(PolicyConfig(cnn_features=32), True, space)
+    )
+    sb3.load_state_dict(pol.state_dict())
+    raw = [space.sample() for _ in range(7)]
+    batch = (
+        {k: np.stack([r[k] for r in raw]) for k in space.spaces}
+        if isinstance(space, gym.spaces.Dict)
+        else np.stack(raw)
+    )
+    obs, _ = pol.obs_to_tensor(batch)
+    acts = th.as_tensor([0, 1, 2, 0, 1, 2, 0])
+    with th.no_grad():
+        for a, b in zip(pol.evaluate_actions(obs, acts), sb3.evaluate_actions(obs, acts)):
+            assert th.allclose(a, b, atol=1e-5)
+
+
 @pytest.mark.parametrize(
     "space, says",
     [

@@ -14,6 +14,7 @@ the expert's data says it is worth, whatever the sign of the reward function.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import time
@@ -102,6 +103,7 @@ class Learner:
         self.version = 0
         self.env_steps = 0
         self.replay: list[Batch] = []  # generator transitions of earlier rounds (disc.replay_rounds)
+        self._thread: concurrent.futures.ThreadPoolExecutor | None = None  # the discriminator's, on-policy
 
     def weights(self) -> Weights:
         w = policy.get_weights(self.generator.policy, self.version)
@@ -120,15 +122,29 @@ class Learner:
         stats["data/round_bytes"] = float(obs_tree.nbytes(frag.obs) + obs_tree.nbytes(frag.next_obs) + frag.acts.nbytes)
         with _timed(stats, "time/reward_s"):
             gen, rewards, terminal_value = self._judge(frag, stats)
-        with _timed(stats, "time/ppo_s"):
-            stats.update(self._update_generator(frag, rewards, terminal_value))
-            stats.update(self._clone_steps())
-            if self._train_policy and self.moves_normalizer:  # a critic-only round leaves the clone as it is
-                self._update_normalizer(frag)
-        with _timed(stats, "time/disc_s"):
-            stats.update(self._train_discriminator(gen))
+        # On-policy, the discriminator's steps need nothing of the generator's update (its rewards are taken):
+        # they run on a second thread beside it (their minibatches drawn first, here), so a second core takes
+        # them. Off-policy, they draw from the replay the update fills, and the update relabels with the
+        # discriminator: one after the other.
+        beside = None if self.generator.off_policy else self._pool().submit(self._disc_steps, self._draws(gen))
+        try:
+            with _timed(stats, "time/ppo_s"):
+                stats.update(self._update_generator(frag, rewards, terminal_value))
+                stats.update(self._clone_steps())
+                if self._train_policy and self.moves_normalizer:  # a critic-only round leaves the clone as it is
+                    self._update_normalizer(frag)
+        except BaseException:
+            concurrent.futures.wait([beside] if beside is not None else [])  # never left running on an error
+            raise
+        stats.update(beside.result() if beside is not None else self._train_discriminator(gen))
+        if self.cfg.disc.replay_rounds:
+            self.replay = [*self.replay, gen][-self.cfg.disc.replay_rounds :]
         self._advance(frag, stats)
         return stats
+
+    def _pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        self._thread = self._thread or concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gailkit-disc")
+        return self._thread
 
     def _stack(self, frags: list[Fragment]) -> Fragment:
         """One fragment of all, once every one was collected within the allowed policy lag."""
@@ -232,22 +248,32 @@ class Learner:
             self.expert.obs, self.expert.acts, bc.epochs, bc.batch_size, bc.learning_rate, self.rng, bc.log_std
         )
 
-    def _train_discriminator(self, gen: Batch) -> dict[str, float]:
+    def _draws(self, gen: Batch) -> list[tuple[th.Tensor, Batch, th.Tensor | None]]:
+        """Each discriminator step's rows: expert indices, and generator indices into this round and the
+        kept rounds (`disc.replay_rounds`); off-policy, the generator's rows come from its replay instead."""
         d = self.cfg.disc
         pool = Batch.cat([*self.replay, gen]) if self.replay else gen
-        out: list[dict[str, float]] = []
+        draws: list[tuple[th.Tensor, Batch, th.Tensor | None]] = []
         for _ in range(d.n_disc_updates_per_round):
             exp_idx = th.as_tensor(
                 self.rng.integers(0, len(self.expert.batch), d.demo_batch_size), device=self.disc.device
             )
             replayed = self._replayed(d.demo_batch_size) if self.generator.off_policy else None
-            if replayed is None:
-                gen_idx = th.as_tensor(self.rng.integers(0, len(pool), d.demo_batch_size), device=self.disc.device)
-                replayed = pool[gen_idx]
-            out.append(self.disc.train_step(self.expert.batch[exp_idx], replayed))
-        if d.replay_rounds:
-            self.replay = [*self.replay, gen][-d.replay_rounds :]
-        return {key: float(np.mean([s[key] for s in out])) for key in (out[0] if out else {})}
+            if replayed is not None:
+                draws.append((exp_idx, replayed, None))
+                continue
+            gen_idx = th.as_tensor(self.rng.integers(0, len(pool), d.demo_batch_size), device=self.disc.device)
+            draws.append((exp_idx, pool, gen_idx))
+        return draws
+
+    def _disc_steps(self, draws: list[tuple[th.Tensor, Batch, th.Tensor | None]]) -> dict[str, float]:
+        start = time.perf_counter()
+        out = [self.disc.train_step(self.expert.batch[e], g if i is None else g[i]) for e, g, i in draws]
+        stats = {key: float(np.mean([s[key] for s in out])) for key in (out[0] if out else {})}
+        return {**stats, "time/disc_s": time.perf_counter() - start}
+
+    def _train_discriminator(self, gen: Batch) -> dict[str, float]:
+        return self._disc_steps(self._draws(gen))
 
     def state_dict(self) -> dict[str, Any]:
         return {

@@ -16,7 +16,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch as th
-from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.policies import ActorCriticPolicy, BaseModel
 
 from gailkit.config import PolicyConfig, PPOConfig
 from gailkit.core import obs as obs_tree
@@ -80,6 +80,23 @@ def policy_kwargs(cfg: PolicyConfig, normalize_obs: bool, observation_space: gym
     )
 
 
+class _AsTheEnvGaveThem(BaseModel):
+    """Observations reach the encoder as the env gave them: SB3's `preprocess_obs` casts every Box to float32
+    first, a pass over a batch of frames that `ImageCNN` repeats in its own layout (a quarter of a Pong PPO
+    minibatch's forward and backward, BENCHMARKS.md). gailkit's encoders cast for themselves
+    (`encoders.preprocess`: one-hot for discrete spaces as SB3 does, Boxes unchanged)."""
+
+    def extract_features(self, obs: Any, features_extractor: th.nn.Module) -> th.Tensor:
+        return features_extractor(encoders.preprocess(self.observation_space, obs))
+
+
+class ActorCritic(ActorCriticPolicy, _AsTheEnvGaveThem):  # type: ignore[misc]  # SB3 widens the signature
+    """SB3's `ActorCriticPolicy` (the same modules, weights and state dict) whose encoder takes the
+    observations as the env gave them (`_AsTheEnvGaveThem`, next in the method order after SB3's policy
+    classes). For vector and Dict observations alike: SB3's `MultiInputPolicy` differs only in its default
+    features extractor, which gailkit always names."""
+
+
 KINDS = {"ppo": "gaussian", "sac": "squashed"}
 STATS_CHUNK = 4096
 """Rows of frame stacks built at a time for the normalizer's statistics."""
@@ -107,7 +124,7 @@ def build(
         from gailkit.model.policy import squashed
 
         return squashed.build(observation_space, action_space, cfg, normalize_obs, device)
-    pol = ActorCriticPolicy(
+    pol = ActorCritic(
         observation_space, action_space, lambda _: 0.0, **policy_kwargs(cfg, normalize_obs, observation_space)
     )
     return pol.to(device)
@@ -134,7 +151,7 @@ def make_ppo(
     # them, so the model is set up for the env's own layout (actors, demos and ONNX agree).
     own_layout = not transpose_images and encoders.is_image(space) and int(np.argmin(space.shape)) != 0
     model = PPO(
-        "MultiInputPolicy" if isinstance(venv.observation_space, gym.spaces.Dict) else "MlpPolicy",
+        ActorCritic,
         venv,
         learning_rate=lr,
         n_steps=cfg.n_steps,
