@@ -16,7 +16,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch as th
-from stable_baselines3.common.policies import ActorCriticPolicy, BaseModel
+from stable_baselines3.common.policies import ActorCriticPolicy, BaseModel, MultiInputActorCriticPolicy
 
 from gailkit.config import PolicyConfig, PPOConfig
 from gailkit.core import obs as obs_tree
@@ -176,6 +176,9 @@ def make_ppo(
     if own_layout:
         model.observation_space = space
         model._setup_model()
+    # A zip this model saves (experts, `export --sb3`) names SB3's own class, which SB3 alone rebuilds and
+    # gailkit's zip reader knows; `ActorCritic` is that class with a faster way in for frames.
+    model.policy_class = MultiInputActorCriticPolicy if isinstance(space, gym.spaces.Dict) else ActorCriticPolicy
     return model
 
 
