@@ -26,9 +26,13 @@ from gailkit.model import policy
 from gailkit.run import metrics, train
 
 
-def sb3_rate(cfg, steps: int) -> float:
+def sb3_rate(cfg, steps: int, own_class: bool = False) -> float:
+    """SB3's `learn()`; with SB3's own `ActorCriticPolicy` (its `preprocess_obs` casts frames to float before the
+    CNN), or with `own_class` gailkit's `ActorCritic` (the same modules; frames reach the CNN as uint8)."""
     venv = experts.make_vec_env(cfg.env, cfg.total_envs, cfg.seed)
     model = policy.make_ppo(venv, cfg.ppo, cfg.policy, cfg.normalize_obs, "cpu", cfg.seed)
+    if not own_class:  # make_ppo names SB3's class for saving: rebuild the policy with it
+        model._setup_model()
     model.learn(cfg.round_steps)  # warm-up: imports, first allocation
     t0 = time.perf_counter()
     model.learn(steps, reset_num_timesteps=False)
@@ -73,6 +77,10 @@ def main() -> None:
     sb3 = sb3_rate(base, args.steps)
     print(f"SB3 PPO learn() on the true reward: {sb3:,.0f} env steps/s", flush=True)
     rows = [("SB3 PPO learn() (true reward, no discriminator)", sb3, None)]
+    if hasattr(policy, "ActorCritic"):
+        own = sb3_rate(base, args.steps, own_class=True)
+        print(f"SB3 PPO learn() with gailkit's policy class: {own:,.0f} env steps/s", flush=True)
+        rows.append(("SB3 PPO learn(), gailkit's policy class (frames to the CNN as uint8)", own, None))
     fleets = {
         "gailkit train, in-process (fleet.actors 0)": [],
         "gailkit train, 1 actor process": ["fleet.actors=1", f"fleet.envs_per_actor={base.total_envs}"],
