@@ -98,20 +98,17 @@ def test_bc_auto_epochs_by_data_size():
     assert BCConfig(epochs=3).resolve(25_000, 100_000).epochs == 3
 
 
-def test_the_bc_term_stays_for_the_whole_run_from_bc_keep_episodes_on():
-    """Loose transitions: the BC term anneals away over half the run; from `BC_KEEP_EPISODES` (1) whole
-    episode on it never falls and takes 100 steps a round, unless the policy reads frames (100 CNN steps)."""
-    from gailkit.config.bc import BC_KEEP_EPISODES, BCConfig
+def test_the_bc_term_stays_for_the_whole_run_unless_the_policy_reads_frames():
+    """Demos with actions, whole episodes or loose transitions: the BC term never falls and takes 100 steps a
+    round; a policy that reads frames anneals it over half the run at 10 (100 CNN steps a round were not run)."""
+    from gailkit.config.bc import BCConfig
 
     bc = BCConfig()
-    assert BC_KEEP_EPISODES == 1
-    assert bc.resolve(200, 100_000).anneal_steps == 50_000  # loose transitions
-    assert bc.resolve(25_000, 100_000, "ppo", BC_KEEP_EPISODES - 1).anneal_steps == 50_000
-    assert bc.resolve(1_000, 100_000, "ppo", BC_KEEP_EPISODES).anneal_steps == 0
-    assert bc.resolve(25_000, 100_000, "ppo", 25).steps_per_round == 100  # and firmer
-    assert bc.resolve(25_000, 100_000, "ppo", BC_KEEP_EPISODES - 1).steps_per_round == 10
-    frames = bc.resolve(37_000, 2_000_000, "ppo", 2, frames=True)  # Pong's 2 games
+    for n in (200, 1_000, 25_000):  # 200 loose transitions (protocol (c)) to 25 whole episodes
+        assert (bc.resolve(n, 100_000).anneal_steps, bc.resolve(n, 100_000).steps_per_round) == (0, 100)
+    frames = bc.resolve(37_000, 2_000_000, "ppo", frames=True)  # Pong's 2 games
     assert (frames.anneal_steps, frames.steps_per_round) == (1_000_000, 10)
-    assert BCConfig(steps_per_round=3).resolve(25_000, 100_000, "ppo", 25).steps_per_round == 3
-    assert BCConfig(anneal_steps=7).resolve(25_000, 100_000, "ppo", 25).anneal_steps == 7  # a value given is kept
-    assert bc.resolve(25_000, 100_000, "sac", 25).steps_per_round == 0  # SAC: no BC term by default
+    assert BCConfig(steps_per_round=3).resolve(25_000, 100_000).steps_per_round == 3
+    assert BCConfig(anneal_steps=7).resolve(25_000, 100_000).anneal_steps == 7  # a value given is kept
+    assert bc.resolve(25_000, 100_000, "sac").steps_per_round == 0  # SAC: no BC term by default
+    assert bc.resolve(0, 100_000).steps_per_round == 0  # no actions: nothing to clone

@@ -1,5 +1,5 @@
 """Behaviour cloning's settings, and the auto values that depend on the demos: how long and how firmly the BC term
-runs (`BCConfig.resolve`, by the demos' size and whole episodes) and what the policy's normalizer holds
+runs (`BCConfig.resolve`, by the demos' size and whether the policy reads frames) and what the policy's normalizer holds
 (`resolve_obs_stats`). `run.session` resolves them once, before config.yaml is written."""
 
 from __future__ import annotations
@@ -13,21 +13,20 @@ from gailkit.core.errors import ConfigError
 AUTO = _rule(lambda v: v >= -1, "must be >= 0, or -1 (auto)")
 BC_MAX_STEPS = 5_000
 """The BC warm start's auto epochs stop at this many minibatch steps (large demo sets)."""
-BC_KEEP_EPISODES = 1
-"""From this many whole demo episodes with actions on, the BC term is kept for the whole run (auto
-`anneal_steps` 0) and is stronger (auto `steps_per_round` 100), unless the policy reads frames. PPO, 100k env
-steps, 4 MuJoCo envs, finals with the term kept against annealed over half the run: 0.98 against 0.62 mean
-with 25 whole episodes (3 seeds), 0.93 against 0.62 with 10, 0.90 against 0.57 with 4, and with 1 whole
-episode 0.84 against 0.48 (2 seeds each below 25; BENCHMARKS.md, "The BC term: kept or
-annealed"). Loose transitions (no whole episode) keep the annealed term (a kept one was not measured on them),
-and so do policies that read frames (Pong: a kept term was not run, and 100 CNN steps a round would cost 6x
-its PPO update)."""
+KEPT_TERM = "the BC term is kept for the whole run unless the policy reads frames"
+"""The rule `BCConfig.resolve` follows for auto `anneal_steps` (0: kept) and `steps_per_round` (100 kept, 10
+annealed over half the run). PPO, 100k env steps, 4 MuJoCo envs, mean finals with the term kept against annealed:
+0.98 against 0.62 with 25 whole episodes (3 seeds), 0.93 against 0.62 with 10, 0.90 against 0.57 with 4, 0.84
+against 0.48 with 1 (2 seeds each), and 0.49 against 0.31 from 200 loose transitions (protocol (c): 4 episodes,
+every 20th transition; 3 seeds; 4 of 12 runs reach 0.9 against 1 of 12); BENCHMARKS.md, "The BC term: kept or
+annealed". A policy that reads frames keeps the annealed term (Pong: a kept term was not run, and 100 CNN steps a
+round would cost several times its PPO update)."""
 
 
 @dataclasses.dataclass
 class BCConfig(_Checked):
-    """Behaviour cloning of the demos: a warm start before GAIL, and a BC term during GAIL (annealed away
-    unless the demos hold a whole episode and the policy reads no frames). Needs demos with actions; -1 (auto)
+    """Behaviour cloning of the demos: a warm start before GAIL, and a BC term during GAIL (kept for the whole
+    run, annealed away when the policy reads frames). Needs demos with actions; -1 (auto)
     means the value in brackets with actions, 0 without."""
 
     epochs: int = _f(-1, AUTO)
@@ -43,20 +42,18 @@ class BCConfig(_Checked):
     """First rounds in which PPO fits only the value function (the cloned policy stays as it is)
     while the discriminator learns to tell the cloned policy from the expert [5]."""
     steps_per_round: int = _f(-1, AUTO)
-    """BC steps after every PPO update, on `batch_size` demos each [10; 100 with a whole demo episode
-    (`BC_KEEP_EPISODES`) and no frames: final 0.98 of the expert against 0.93 with 30 and 0.85 with 10,
-    the term kept, mean of 4 MuJoCo envs x 3 seeds with 25 whole episodes, BENCHMARKS.md]."""
+    """BC steps after every PPO update, on `batch_size` demos each [100; 10 when the policy reads frames
+    (`KEPT_TERM`). With the term kept, 100 ended at 0.98 of the expert against 0.93 with 30 and 0.85 with 10,
+    mean of 4 MuJoCo envs x 3 seeds with 25 whole episodes, BENCHMARKS.md]."""
     anneal_steps: int = _f(-1, AUTO)
-    """Env steps over which those steps' learning rate falls linearly to 0; 0: it never falls [half of
-    total_steps; 0 with a whole demo episode (`BC_KEEP_EPISODES`) and no frames, where PPO without the term
-    drifted away from the clone (see `BC_KEEP_EPISODES` for what was measured)]."""
+    """Env steps over which those steps' learning rate falls linearly to 0; 0: it never falls [0, where PPO
+    without the term drifted away from the clone; half of total_steps when the policy reads frames (`KEPT_TERM`
+    says what was measured)]."""
 
-    def resolve(
-        self, n_demos: int, total_steps: int, generator: str = "ppo", whole_episodes: int = 0, frames: bool = False
-    ) -> BCConfig:
+    def resolve(self, n_demos: int, total_steps: int, generator: str = "ppo", frames: bool = False) -> BCConfig:
         """The auto (-1) values filled in for `n_demos` transitions with actions (0: demos without
-        actions, where explicit BC is refused) in `whole_episodes` whole episodes (0: loose or cut
-        ones), for a policy that reads frames (a CNN) or not. With `generator: sac` every auto value is 0:
+        actions, where explicit BC is refused), for a policy that reads frames (a CNN) or not
+        (`KEPT_TERM`). With `generator: sac` every auto value is 0:
         a cloned actor meets a critic that knows nothing of it, and SAC's first updates undo it (measured in
         BENCHMARKS.md, "Where BC fails")."""
         has_actions = n_demos > 0
@@ -67,12 +64,12 @@ class BCConfig(_Checked):
                     f"'bc.{named[0]}': behaviour cloning needs the expert's actions, and these demos have none"
                 )
         epochs = max(1, min(50, BC_MAX_STEPS // max(1, -(-n_demos // self.batch_size))))
-        many = whole_episodes >= BC_KEEP_EPISODES and not frames  # a clone of whole episodes: keep it, firmly
+        kept = not frames  # KEPT_TERM
         auto = {
             "epochs": epochs,
             "critic_warmup_rounds": 5,
-            "steps_per_round": 100 if many else 10,
-            "anneal_steps": 0 if many else max(1, total_steps // 2),
+            "steps_per_round": 100 if kept else 10,
+            "anneal_steps": 0 if kept else max(1, total_steps // 2),
         }
         keep = has_actions and generator != "sac"
         return dataclasses.replace(self, **{k: (v if keep else 0) for k, v in auto.items() if getattr(self, k) == -1})

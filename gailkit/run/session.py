@@ -143,7 +143,7 @@ class Run:
         n_acts = len(expert_demos) if expert_demos.has_actions else 0
         whole = expert_demos.n_episodes if n_acts and expert_demos.whole_episodes() else 0
         frames = has_images(spaces[0], cfg.policy.encoder)
-        bc = cfg.bc.resolve(n_acts, cfg.total_steps, cfg.generator, whole, frames)
+        bc = cfg.bc.resolve(n_acts, cfg.total_steps, cfg.generator, frames)
         cfg = dataclasses.replace(cfg, bc=bc, obs_stats=resolve_obs_stats(cfg.obs_stats, bc.epochs, whole))
         th.manual_seed(cfg.seed)
         np.random.seed(cfg.seed)
