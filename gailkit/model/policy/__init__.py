@@ -24,6 +24,7 @@ from gailkit.core.fragments import Weights
 from gailkit.core.framestacks import FrameStacks
 from gailkit.model import encoders
 from gailkit.model.encoders import NormalizedFlatten
+from gailkit.model.spaces import has_images
 
 ACTIVATIONS = {
     "tanh": th.nn.Tanh,
@@ -49,8 +50,7 @@ def default_net_arch(observation_space: gym.Space, encoder: str = "auto") -> lis
     otherwise (SB3's `MlpPolicy`). Two tanh layers after a CNN saturate during behaviour cloning: on Pong the
     clone predicted the action counts for every frame (BENCHMARKS.md, "Pong"); ReLU layers do not, so
     `net_arch: [64, 64]` with `activation: relu` is the choice for a Dict whose vectors need layers."""
-    subs = observation_space.spaces.values() if isinstance(observation_space, gym.spaces.Dict) else [observation_space]
-    return [] if any(encoders.is_image(sub, encoder) for sub in subs) else [64, 64]
+    return [] if has_images(observation_space, encoder) else [64, 64]
 
 
 def as_trained(net: PolicyConfig, observation_space: gym.Space, learner_state: Any) -> PolicyConfig:
