@@ -32,7 +32,7 @@ from gailkit.core import fragments as fragments_mod
 from gailkit.core import obs as obs_tree
 from gailkit.core.errors import GailkitError
 from gailkit.core.fragments import Fragment, Weights
-from gailkit.model import policy
+from gailkit.model import policy, spaces
 
 
 class TrainingDiverged(GailkitError):
@@ -94,7 +94,8 @@ class Learner:
         rng: np.random.Generator,
     ):
         n_demos = 0 if expert.acts is None else len(expert.acts)
-        bc = cfg.bc.resolve(n_demos, cfg.total_steps, cfg.generator)  # auto (-1), once (the run resolved it first)
+        frames = spaces.has_images(discriminator.observation_space, cfg.policy.encoder)
+        bc = cfg.bc.resolve(n_demos, cfg.total_steps, cfg.generator, frames)  # auto (-1): the run resolved it first
         obs_stats = resolve_obs_stats(cfg.obs_stats, bc.epochs, 0)  # likewise; episodes unknown here
         cfg = dataclasses.replace(cfg, bc=bc, obs_stats=obs_stats)
         self.cfg, self.generator, self.disc, self.expert, self.rng = cfg, generator, discriminator, expert, rng
@@ -122,10 +123,9 @@ class Learner:
         stats["data/round_bytes"] = float(obs_tree.nbytes(frag.obs) + obs_tree.nbytes(frag.next_obs) + frag.acts.nbytes)
         with _timed(stats, "time/reward_s"):
             gen, rewards, terminal_value = self._judge(frag, stats)
-        # On-policy, the discriminator's steps need nothing of the generator's update (its rewards are taken):
-        # they run on a second thread beside it (their minibatches drawn first, here), so a second core takes
-        # them. Off-policy, they draw from the replay the update fills, and the update relabels with the
-        # discriminator: one after the other.
+        # On-policy, the discriminator's steps need nothing of the generator's update (its rewards are taken): they
+        # run beside it on a second thread (minibatches drawn first, here), so a second core takes them. Off-policy,
+        # they draw from the replay the update fills and the update relabels with the discriminator: one, then the other.
         beside = None if self.generator.off_policy else self._pool().submit(self._disc_steps, self._draws(gen))
         try:
             with _timed(stats, "time/ppo_s"):

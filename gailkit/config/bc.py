@@ -13,14 +13,17 @@ from gailkit.core.errors import ConfigError
 AUTO = _rule(lambda v: v >= -1, "must be >= 0, or -1 (auto)")
 BC_MAX_STEPS = 5_000
 """The BC warm start's auto epochs stop at this many minibatch steps (large demo sets)."""
-KEPT_TERM = "the BC term is kept for the whole run unless the policy reads frames"
-"""The rule `BCConfig.resolve` follows for auto `anneal_steps` (0: kept) and `steps_per_round` (100 kept, 10
-annealed over half the run). PPO, 100k env steps, 4 MuJoCo envs, mean finals with the term kept against annealed:
-0.98 against 0.62 with 25 whole episodes (3 seeds), 0.93 against 0.62 with 10, 0.90 against 0.57 with 4, 0.84
-against 0.48 with 1 (2 seeds each), and 0.49 against 0.31 from 200 loose transitions (protocol (c): 4 episodes,
-every 20th transition; 3 seeds; 4 of 12 runs reach 0.9 against 1 of 12); BENCHMARKS.md, "The BC term: kept or
-annealed". A policy that reads frames keeps the annealed term (Pong: a kept term was not run, and 100 CNN steps a
-round would cost several times its PPO update)."""
+
+
+def keeps_bc_term(frames: bool) -> bool:
+    """Whether the auto BC term is kept for the whole run (`anneal_steps` 0, `steps_per_round` 100) rather than
+    annealed over half of it (10 steps a round): kept unless the policy reads frames. PPO, 100k env steps, 4 MuJoCo
+    envs, mean finals with the term kept against annealed: 0.98 against 0.62 with 25 whole episodes (3 seeds), 0.93
+    against 0.62 with 10, 0.90 against 0.57 with 4, 0.84 against 0.48 with 1 (2 seeds each), and 0.49 against 0.31
+    from 200 loose transitions (protocol (c): 4 episodes, every 20th transition; 3 seeds; 4 of 12 runs reach 0.9
+    against 1 of 12); BENCHMARKS.md, "The BC term: kept or annealed". A policy that reads frames keeps the annealed
+    term (Pong: a kept term was not run, and 100 CNN steps a round would cost several times its PPO update)."""
+    return not frames
 
 
 @dataclasses.dataclass
@@ -43,17 +46,17 @@ class BCConfig(_Checked):
     while the discriminator learns to tell the cloned policy from the expert [5]."""
     steps_per_round: int = _f(-1, AUTO)
     """BC steps after every PPO update, on `batch_size` demos each [100; 10 when the policy reads frames
-    (`KEPT_TERM`). With the term kept, 100 ended at 0.98 of the expert against 0.93 with 30 and 0.85 with 10,
+    (`keeps_bc_term`). With the term kept, 100 ended at 0.98 of the expert against 0.93 with 30 and 0.85 with 10,
     mean of 4 MuJoCo envs x 3 seeds with 25 whole episodes, BENCHMARKS.md]."""
     anneal_steps: int = _f(-1, AUTO)
     """Env steps over which those steps' learning rate falls linearly to 0; 0: it never falls [0, where PPO
-    without the term drifted away from the clone; half of total_steps when the policy reads frames (`KEPT_TERM`
+    without the term drifted away from the clone; half of total_steps when the policy reads frames (`keeps_bc_term`
     says what was measured)]."""
 
     def resolve(self, n_demos: int, total_steps: int, generator: str = "ppo", frames: bool = False) -> BCConfig:
         """The auto (-1) values filled in for `n_demos` transitions with actions (0: demos without
         actions, where explicit BC is refused), for a policy that reads frames (a CNN) or not
-        (`KEPT_TERM`). With `generator: sac` every auto value is 0:
+        (`keeps_bc_term`). With `generator: sac` every auto value is 0:
         a cloned actor meets a critic that knows nothing of it, and SAC's first updates undo it (measured in
         BENCHMARKS.md, "Where BC fails")."""
         has_actions = n_demos > 0
@@ -64,7 +67,7 @@ class BCConfig(_Checked):
                     f"'bc.{named[0]}': behaviour cloning needs the expert's actions, and these demos have none"
                 )
         epochs = max(1, min(50, BC_MAX_STEPS // max(1, -(-n_demos // self.batch_size))))
-        kept = not frames  # KEPT_TERM
+        kept = keeps_bc_term(frames)
         auto = {
             "epochs": epochs,
             "critic_warmup_rounds": 5,
