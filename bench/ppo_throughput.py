@@ -77,10 +77,9 @@ def main() -> None:
     sb3 = sb3_rate(base, args.steps)
     print(f"SB3 PPO learn() on the true reward: {sb3:,.0f} env steps/s", flush=True)
     rows = [("SB3 PPO learn() (true reward, no discriminator)", sb3, None)]
-    if hasattr(policy, "ActorCritic"):
-        own = sb3_rate(base, args.steps, own_class=True)
-        print(f"SB3 PPO learn() with gailkit's policy class: {own:,.0f} env steps/s", flush=True)
-        rows.append(("SB3 PPO learn(), gailkit's policy class (frames to the CNN as uint8)", own, None))
+    own = sb3_rate(base, args.steps, own_class=True)
+    print(f"SB3 PPO learn() with gailkit's policy class: {own:,.0f} env steps/s", flush=True)
+    rows.append(("SB3 PPO learn(), gailkit's policy class (frames to the CNN as uint8)", own, None))
     fleets = {
         "gailkit train, in-process (fleet.actors 0)": [],
         "gailkit train, 1 actor process": ["fleet.actors=1", f"fleet.envs_per_actor={base.total_envs}"],
