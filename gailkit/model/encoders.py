@@ -117,8 +117,8 @@ class Flatten(nn.Module):
 
 CNN_CHUNK = 256
 """Frames a CNN encodes at a time: a larger batch (a round's values or rewards) goes through in chunks of this
-many, which keeps its activations in cache and its buffers reused (a 1,024-frame pass took 1.3x as long whole on
-Pong's frames, BENCHMARKS.md). The result is the same; an ONNX export traces one pass."""
+many, which keeps its activations in cache and its buffers reused (1,024 Pong frames are slower whole:
+`bench/cnn_cast.py`, BENCHMARKS.md). The result is the same; an ONNX export traces one pass."""
 
 
 class ImageCNN(nn.Module):

@@ -82,8 +82,8 @@ def policy_kwargs(cfg: PolicyConfig, normalize_obs: bool, observation_space: gym
 
 class _AsTheEnvGaveThem(BaseModel):
     """Observations reach the encoder as the env gave them: SB3's `preprocess_obs` casts every Box to float32
-    first, a pass over a batch of frames that `ImageCNN` repeats in its own layout (a quarter of a Pong PPO
-    minibatch's forward and backward, BENCHMARKS.md). gailkit's encoders cast for themselves
+    first, a pass over a batch of frames that `ImageCNN` repeats in its own layout (`bench/cnn_cast.py`,
+    BENCHMARKS.md). gailkit's encoders cast for themselves
     (`encoders.preprocess`: one-hot for discrete spaces as SB3 does, Boxes unchanged)."""
 
     def extract_features(self, obs: Any, features_extractor: th.nn.Module) -> th.Tensor:
