@@ -116,6 +116,47 @@ def test_the_discriminator_steps_beside_the_ppo_update_and_gets_what_it_gets_alo
             assert th.equal(a[k], b[k]), (net, k)
 
 
+def test_the_critics_values_are_taken_beside_the_rewards_and_the_update_ends_as_if_it_took_them(
+    cartpole_demos, monkeypatch
+):
+    """The critic's values of a round (its observations, the final observations of truncated steps, the last
+    step's) are taken on the main thread while the discriminator's rewards are taken on the second; the PPO update
+    then ends bit for bit as when it takes the values itself."""
+    import dataclasses
+    import threading
+
+    where: dict[str, list] = {"reward": [], "values": []}
+    reward, values = Discriminator.reward, Generator.values
+    monkeypatch.setattr(
+        Discriminator, "reward", lambda d, b: where["reward"].append(threading.current_thread().name) or reward(d, b)
+    )
+    monkeypatch.setattr(
+        Generator, "values", lambda g, o: where["values"].append(threading.current_thread().name) or values(g, o)
+    )
+    lrn = _learner(cartpole_demos)
+    lrn.round(_fragments(lrn))
+    assert set(where["reward"]) == {"gailkit-disc_0"}
+    assert where["values"] == ["MainThread"] * 2  # the round's observations, its last ones: taken once, then used
+    gens = []
+    for prepared in (False, True):
+        lrn = _learner(cartpole_demos)
+        frag = lrn._stack(_fragments(lrn, 1))
+        cut = np.zeros_like(frag.truncated)
+        cut[3] = ~frag.terminated[3]  # time limits at step 3: those steps bootstrap from their final observations
+        frag = dataclasses.replace(frag, truncated=frag.truncated | cut)
+        rewards = np.random.default_rng(0).normal(size=frag.terminated.shape)
+        if prepared:
+            lrn.generator.prepare(frag)
+        th.manual_seed(3), np.random.seed(3)
+        lrn.generator.update(frag, rewards, 1.0, terminal_value=0.5)
+        gens.append(lrn.generator)
+    assert cut.any()
+    a, b = (g.ppo.rollout_buffer for g in gens)
+    assert np.array_equal(a.values, b.values) and np.array_equal(a.returns, b.returns)
+    for (k, x), y in zip(gens[0].policy.state_dict().items(), gens[1].policy.state_dict().values()):
+        assert th.equal(x, y), k
+
+
 def test_absorbing_rows_join_both_pools_and_value_terminations(cartpole_demos):
     lrn = _learner(cartpole_demos, "disc.absorbing=true", "disc.n_disc_updates_per_round=8")
     n_terminated = int(cartpole_demos.terminated.sum())

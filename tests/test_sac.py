@@ -83,7 +83,7 @@ def test_rewards_are_the_current_discriminators_when_sampled():
     plain = disc.reward(disc.batch(obs, acts, obs, None, ended))
     assert th.allclose(before[~ended], plain[~ended])
     assert th.allclose(before[ended], plain[ended] + 0.99 * r_abs / 0.01, rtol=1e-5)
-    learner._train_discriminator(disc.batch(obs[:32] + 0.5, acts[:32], obs[:32], None, ended[:32]))
+    learner._disc_steps(learner._draws(disc.batch(obs[:32] + 0.5, acts[:32], obs[:32], None, ended[:32])))
     assert not th.allclose(learner._relabel(obs, acts, obs, ended), before)  # judged again, by the new one
 
 

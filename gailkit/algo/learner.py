@@ -121,8 +121,13 @@ class Learner:
         frag = self._stack(frags)
         stats = {"actors/policy_lag": float(self.version - min(f.policy_version for f in frags))}
         stats["data/round_bytes"] = float(obs_tree.nbytes(frag.obs) + obs_tree.nbytes(frag.next_obs) + frag.acts.nbytes)
-        with _timed(stats, "time/reward_s"):
-            gen, rewards, terminal_value = self._judge(frag, stats)
+        with _timed(stats, "time/reward_s"):  # the rewards on the second thread, the critic's values beside them
+            judged = self._pool().submit(self._judge, frag, stats)
+            try:
+                self.generator.prepare(frag)
+            finally:
+                concurrent.futures.wait([judged])  # never left running on an error
+            gen, rewards, terminal_value = judged.result()
         # On-policy, the discriminator's steps need nothing of the generator's update (its rewards are taken): they
         # run beside it on a second thread (minibatches drawn first, here), so a second core takes them. Off-policy,
         # they draw from the replay the update fills and the update relabels with the discriminator: one, then the other.
@@ -136,7 +141,7 @@ class Learner:
         except BaseException:
             concurrent.futures.wait([beside] if beside is not None else [])  # never left running on an error
             raise
-        stats.update(beside.result() if beside is not None else self._train_discriminator(gen))
+        stats.update(beside.result() if beside is not None else self._disc_steps(self._draws(gen)))
         if self.cfg.disc.replay_rounds:
             self.replay = [*self.replay, gen][-self.cfg.disc.replay_rounds :]
         self._advance(frag, stats)
@@ -151,9 +156,7 @@ class Learner:
         lag = self.cfg.fleet.max_policy_lag
         stale = [f.policy_version for f in frags if not self.version - lag <= f.policy_version <= self.version]
         if stale:
-            raise ValueError(
-                f"fragments of versions {stale} given to learner at version {self.version} (max lag {lag})"
-            )
+            raise ValueError(f"fragments of versions {stale} given to learner {self.version} (max lag {lag})")
         return fragments_mod.stack(frags)
 
     def _judge(self, frag: Fragment, stats: dict[str, float]) -> tuple[Batch, np.ndarray, float]:
@@ -271,9 +274,6 @@ class Learner:
         out = [self.disc.train_step(self.expert.batch[e], g if i is None else g[i]) for e, g, i in draws]
         stats = {key: float(np.mean([s[key] for s in out])) for key in (out[0] if out else {})}
         return {**stats, "time/disc_s": time.perf_counter() - start}
-
-    def _train_discriminator(self, gen: Batch) -> dict[str, float]:
-        return self._disc_steps(self._draws(gen))
 
     def state_dict(self) -> dict[str, Any]:
         return {

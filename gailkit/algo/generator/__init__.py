@@ -34,6 +34,11 @@ class Generator(Protocol):
     """True: `update` learns from a replay judged through `relabel`, and the discriminator's generator
     samples come from `sample_replay`; False: from this round's fragment and its `rewards`."""
 
+    def prepare(self, frag: Fragment) -> None:
+        """Whatever `update(frag, ...)` needs that the rewards do not change (PPO: the critic's values),
+        computed while the learner's second thread takes the discriminator's rewards; a no-op for others."""
+        ...
+
     def update(
         self,
         frag: Fragment,

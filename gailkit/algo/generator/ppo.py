@@ -2,7 +2,8 @@
 
 The only module that touches SB3 internals: it writes SB3's `RolloutBuffer` arrays directly from
 a (stacked) fragment, computes GAE with SB3's own `compute_returns_and_advantage`, and runs
-`PPO.train()`. Values come from the learner's current critic in one batched pass.
+`PPO.train()`. Values come from the learner's current critic in one batched pass (`prepare`, while the
+learner's second thread takes the discriminator's rewards).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class PPOGenerator:
         self.ppo.set_logger(self.logger)
         self._bc_opt: th.optim.Adam | None = None
         self._bc_data: tuple | None = None
+        self._prepared: tuple[Fragment, tuple[np.ndarray, np.ndarray, th.Tensor]] | None = None
 
     @classmethod
     def from_settings(
@@ -76,6 +78,20 @@ class PPOGenerator:
         obs_t, _ = self.policy.obs_to_tensor(obs)
         return self.policy.predict_values(obs_t).flatten()
 
+    def prepare(self, frag: Fragment) -> None:
+        """The critic's values `update(frag, ...)` will need (the round's observations; the final observations of
+        truncated episodes and of the last step), computed while the learner's second thread takes the
+        discriminator's rewards."""
+        self._prepared = (frag, self._critic(frag))
+
+    def _critic(self, frag: Fragment) -> tuple[np.ndarray, np.ndarray, th.Tensor]:
+        """(T, E) values of `frag.obs`, the values of the truncated steps' `next_obs`, and (E,) of the last step's."""
+        t, e = frag.n_steps, frag.n_envs
+        values = self.values(obs_tree.merge_steps(frag.obs)).reshape(t, e).cpu().numpy()
+        cut = frag.truncated & ~frag.terminated
+        boot = self.values(obs_tree.take(frag.next_obs, cut)).cpu().numpy() if cut.any() else np.zeros(0, np.float32)
+        return values, boot, self.values(obs_tree.take(frag.next_obs, -1))
+
     def update(
         self,
         frag: Fragment,
@@ -95,13 +111,14 @@ class PPOGenerator:
         buf = self.ppo.rollout_buffer
         if (buf.buffer_size, buf.n_envs) != (t, e):
             raise ValueError(f"fragment is {t} steps x {e} envs, PPO expects {buf.buffer_size} x {buf.n_envs}")
-        values = self.values(obs_tree.merge_steps(frag.obs)).reshape(t, e)
+        prepared, self._prepared = self._prepared, None
+        values, boot, last_values = prepared[1] if prepared is not None and prepared[0] is frag else self._critic(frag)
         rewards = np.asarray(rewards, np.float32).copy()
         # Time-limit truncation is not a real end: bootstrap from the final observation's value
         # (what SB3's collect_rollouts does, see SB3 issue 633).
         cut = frag.truncated & ~frag.terminated
         if cut.any():
-            rewards[cut] += self.cfg.gamma * self.values(obs_tree.take(frag.next_obs, cut)).cpu().numpy()
+            rewards[cut] += self.cfg.gamma * boot
         if terminal_value:
             rewards[frag.terminated] += self.cfg.gamma * terminal_value
         buf.reset()
@@ -113,10 +130,9 @@ class PPOGenerator:
         buf.actions[:] = frag.acts.reshape(buf.actions.shape)
         buf.rewards[:] = rewards
         buf.episode_starts[:] = frag.episode_starts()
-        buf.values[:] = values.cpu().numpy()
+        buf.values[:] = values
         buf.log_probs[:] = frag.log_probs
         buf.pos, buf.full = t, True
-        last_values = self.values(obs_tree.take(frag.next_obs, -1))
         buf.compute_returns_and_advantage(last_values=last_values, dones=frag.dones[-1].astype(np.float32))
         self.ppo._current_progress_remaining = progress_remaining
         actor_params = [] if train_policy else self._actor_parameters()

@@ -106,6 +106,9 @@ class SACGenerator:
     def device(self) -> th.device:
         return self.sac.device
 
+    def prepare(self, frag: Fragment) -> None:
+        """Nothing: every minibatch is judged when drawn."""
+
     def update(
         self,
         frag: Fragment,
