@@ -9,6 +9,8 @@ DummyVecEnv of the same number of envs with the same policy class and settings, 
 PPO, discriminator, metrics; evaluation excluded) in three fleets: in-process, one actor process,
 and one actor process with max_policy_lag 1 (collection of round v+1 overlaps learning round v).
 `--threads N` gives SB3 and gailkit's learner N torch threads (default 1; actor processes keep one).
+Each fleet's rate is also given for the rounds with the BC term (its first half when the policy reads frames;
+the whole run otherwise) and those after it.
 """
 
 from __future__ import annotations
@@ -52,6 +54,14 @@ def gailkit_rate(cfg, steps: int, tmp: Path, name: str) -> tuple[float, dict[str
         k: sum(float(r[f"time/{k}_s"]) for r in rows[1:]) / (len(rows) - 1)
         for k in ("collect", "reward", "ppo", "disc", "round")
     }
+    # the rounds with the BC term (the first half of a run when the policy reads frames) and those after it, each
+    # timed from the round before's end (evaluation excluded)
+    wall = [float(r["time/elapsed_s"]) - float(r.get("time/eval_s") or 0) for r in rows]
+    for phase, with_bc in (("bc", True), ("after", False)):
+        part = [i for i in range(1, len(rows)) if bool(rows[i].get("bc/loss")) == with_bc]
+        seconds = sum(wall[i] - float(rows[i - 1]["time/elapsed_s"]) for i in part)
+        steps = sum(int(rows[i]["env_steps"]) - int(rows[i - 1]["env_steps"]) for i in part)
+        split[f"{phase}_rate"] = steps / seconds if part else float("nan")
     return rate, split
 
 
@@ -94,12 +104,23 @@ def main() -> None:
             cfg = train.train_config(args.env, args.demos, None, [*args.set, *extra])
             rate, split = gailkit_rate(cfg, args.steps, Path(tmp), f"run{i}")
             rows.append((name, rate, split))
-            print(f"{name}: {rate:,.0f} env steps/s ({rate / sb3:.2f}x SB3)", flush=True)
-    print("\n| trainer | env steps/s | vs SB3 PPO | round s | collect s | reward s | PPO s | discriminator s |")
-    print("|---|---|---|---|---|---|---|---|")
+            print(
+                f"{name}: {rate:,.0f} env steps/s ({rate / sb3:.2f}x SB3); rounds with the BC term "
+                f"{split['bc_rate']:,.0f} ({split['bc_rate'] / sb3:.2f}x), after it {split['after_rate']:,.0f} "
+                f"({split['after_rate'] / sb3:.2f}x)",
+                flush=True,
+            )
+    print(
+        "\n| trainer | env steps/s | vs SB3 PPO | rounds with the BC term | rounds after it "
+        "| round s | collect s | reward s | PPO s | discriminator s |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, rate, split in rows:
         parts = (
-            ["–"] * 5 if split is None else [f"{split[k]:.3f}" for k in ("round", "collect", "reward", "ppo", "disc")]
+            ["–"] * 7
+            if split is None
+            else [f"{split[k] / sb3:.2f}x" for k in ("bc_rate", "after_rate")]
+            + [f"{split[k]:.3f}" for k in ("round", "collect", "reward", "ppo", "disc")]
         )
         print(f"| {name} | {rate:,.0f} | {rate / sb3:.2f}x | " + " | ".join(parts) + " |")
 
