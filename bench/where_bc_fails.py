@@ -14,7 +14,9 @@ then evaluated), `ppo` and `sac` (`--generator`, each with its shipped defaults 
 `bench/imitation_gail.py` in the imitation environment, `make setup-imitation`; scored against the same
 references, which this script computes as a gailkit run does).
 Every arm is evaluated the same way (the deterministic policy, 10 episodes from the run's evaluation
-seed, every `--eval-every-steps`); evaluation time is left out of the seconds. Normalized score:
+seed, every `--eval-every-steps`); evaluation time is left out of the seconds. `--fresh-episodes N` then plays
+a gailkit run's best checkpoint (what `gailkit export` ships; chosen on those evaluations, so its own figure
+is the luckiest draw) and its last policy on N episodes of other seeds. Normalized score:
 (R - R_random) / (R_expert - R_random), R_expert = the expert policy's own return (the source file's
 metadata), printed beside every score. Prints a Markdown table and writes JSON lines to --out.
 """
@@ -34,11 +36,13 @@ import torch as th
 from gail_vs_imitation import eval_curve, scored  # the same curve and threshold
 
 from gailkit.data import demos, envs
-from gailkit.run import checkpoint, metrics, session, train
+from gailkit.run import checkpoint, evaluate, metrics, session, train
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV_FILES = {"Hopper-v4": "hopper", "HalfCheetah-v4": "halfcheetah", "Walker2d-v4": "walker2d", "Ant-v4": "ant"}
 PROTOCOLS = {"a": (25, 1, True), "b": (1, 1, True), "c": (4, 20, True), "d": (4, 1, False)}
+FRESH_SEED = 2_000_000
+"""`--fresh-episodes` start here (+ the run's seed); a run's own evaluations start at 1,000,000 + its seed."""
 
 
 def make_demos(env: str, protocol: str, seed: int, out: Path, episodes: int | None = None) -> Path:
@@ -76,7 +80,12 @@ def run_arm(args, arm: str, seed: int, demo_file: Path, tmp: Path) -> dict:
     summary = train.train(cfg, run, quiet=True, log=lambda m: None)
     curve = eval_curve(metrics.read_rows(run / "metrics.csv"))
     refs = checkpoint.load(run / "final" / "checkpoint.pt").references
-    return {"curve": curve, "expert": refs.expert_return, "random": refs.random_return, "seconds": summary["seconds"]}
+    res = {"curve": curve, "expert": refs.expert_return, "random": refs.random_return, "seconds": summary["seconds"]}
+    if args.fresh_episodes and arm != "bc":  # what a user exports (the best checkpoint) and the last policy, both
+        for which in ("best", "final"):  # judged again on episodes neither was chosen on
+            out = evaluate.evaluate(run, episodes=args.fresh_episodes, seed=seed + FRESH_SEED, plots=False, which=which)
+            res[f"fresh_{which}"] = out["policy"]["return_mean"]
+    return res
 
 
 def run_imitation(args, arm: str, seed: int, demo_file: Path, tmp: Path) -> dict:
@@ -117,6 +126,13 @@ def main() -> None:
     p.add_argument("--imitation-python", default=str(ROOT / ".venv-imitation" / "bin" / "python"))
     p.add_argument("--eval-every-steps", type=int, default=10_000)
     p.add_argument("--eval-episodes", type=int, default=10)
+    p.add_argument(
+        "--fresh-episodes",
+        type=int,
+        default=0,
+        help="after a gailkit run, its best checkpoint (what `gailkit export` ships) and its last policy on this many "
+        "episodes of other seeds than its evaluations'",
+    )
     p.add_argument("--set", action="append", default=[], help="a setting for every arm")
     p.add_argument("--set-sac", action="append", default=[], help="a setting for the sac arm")
     p.add_argument("--set-ppo", action="append", default=[], help="a setting for the ppo arm")
@@ -144,11 +160,20 @@ def main() -> None:
                        **res, "settings": extra_settings(args, arm)}  # fmt: skip
                 with open(args.out, "a") as f:
                     f.write(json.dumps(row) + "\n")
+                fresh = "".join(
+                    f" {w} on fresh episodes {res[f'fresh_{w}']:.0f} ({_norm(res, res[f'fresh_{w}']):.2f}) |"
+                    for w in ("best", "final")
+                    if f"fresh_{w}" in res
+                )
                 print(
                     f"| {arm} | {seed} | {res['expert']:.0f} | {res['random']:.0f} | {s['steps'] or '-'} | "
-                    f"{f'{secs:.0f}' if secs else '-'} | {s['best']} | {s['final']} |",
+                    f"{f'{secs:.0f}' if secs else '-'} | {s['best']} | {s['final']} |{fresh}",
                     flush=True,
                 )
+
+
+def _norm(res: dict, ret: float) -> float:
+    return (ret - res["random"]) / (res["expert"] - res["random"])
 
 
 if __name__ == "__main__":
