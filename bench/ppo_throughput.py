@@ -8,7 +8,8 @@ DummyVecEnv of the same number of envs with the same policy class and settings, 
 `learn()`. gailkit is timed end to end (`time/elapsed_s` of its last round: collection, rewards,
 PPO, discriminator, metrics; evaluation excluded) in three fleets: in-process, one actor process,
 and one actor process with max_policy_lag 1 (collection of round v+1 overlaps learning round v).
-`--threads N` gives SB3 and gailkit's learner N torch threads (default 1; actor processes keep one).
+`--threads N` gives SB3 and gailkit's learner (its `threads` setting) N torch threads (default 1; actor processes
+keep one).
 Each fleet's rate is also given for the rounds with the BC term (its first half when the policy reads frames;
 the whole run otherwise) and those after it.
 """
@@ -101,7 +102,7 @@ def main() -> None:
     }
     with tempfile.TemporaryDirectory() as tmp:
         for i, (name, extra) in enumerate(fleets.items()):
-            cfg = train.train_config(args.env, args.demos, None, [*args.set, *extra])
+            cfg = train.train_config(args.env, args.demos, None, [f"threads={args.threads}", *args.set, *extra])
             rate, split = gailkit_rate(cfg, args.steps, Path(tmp), f"run{i}")
             rows.append((name, rate, split))
             print(

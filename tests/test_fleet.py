@@ -256,6 +256,8 @@ def test_killed_learner_leaves_no_actor_running(tmp_path):
             "--quiet",
             "--set",
             "ppo.batch_size=64",
+            "--set",
+            "bc.epochs=1",  # the actors start after the warm start: 50 epochs over 25,000 demos take minutes under load
             "--run-dir",
             str(tmp_path / "run"),
         ],

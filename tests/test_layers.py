@@ -51,6 +51,7 @@ LAYERS = {
     "checkpoint": 2,
     "metrics": 2,
     "rundir": 3,
+    "cpu": 0,  # the learner's torch threads (os only)
     "video": 3,
     "session": 4,
     "evaluate": 4,

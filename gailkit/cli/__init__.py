@@ -123,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="what updates the policy: ppo (on-policy), sac (off-policy, DAC-style; Box actions) [generator]",
     )
     p.add_argument("--device", help="learner device: auto (CUDA when present), cpu, cuda")
+    p.add_argument(
+        "--threads", type=int, help="torch threads of the learner (default: 1 for vectors, every core for frames)"
+    )
     p.add_argument("--seed", type=_seed)
     p.add_argument("--run-dir", type=Path, help="where the run goes (default runs/<env>-<time>); a new or empty folder")
     p.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue a run from its newest readable checkpoint")

@@ -13,16 +13,15 @@ from gailkit.config.envid import canonical, same_env
 from gailkit.core.errors import ConfigError
 
 _FLAGS = {  # flags that set one setting each
-    **{k: k for k in ("total_steps", "device", "generator", "expert_return", "seed", "unsafe_pickle", "wandb")},
-    "merge": "demo_merge",
-    "time_limit_ends": "demo_time_limit",
+    **{k: k for k in ("total_steps", "device", "threads", "generator", "expert_return", "seed", "unsafe_pickle")},
+    "wandb": "wandb",
+    **{"merge": "demo_merge", "time_limit_ends": "demo_time_limit", "ray_address": "fleet.ray_address"},
     "actors": "fleet.actors",
     "envs_per_actor": "fleet.envs_per_actor",
     "local_actors": "fleet.local_actors",
     "listen": "fleet.listen",
     "key_file": "fleet.key_file",
     "fleet": "fleet.kind",
-    "ray_address": "fleet.ray_address",
 }
 
 

@@ -29,6 +29,7 @@ from gailkit.data import demos, envs
 from gailkit.model import policy
 from gailkit.model.spaces import has_images
 from gailkit.rollout.fleet import Fleet, make_fleet
+from gailkit.run import cpu
 from gailkit.run.checkpoint import (
     RANDOM_EPISODES,
     Best,
@@ -143,6 +144,8 @@ class Run:
         n_acts = len(expert_demos) if expert_demos.has_actions else 0
         whole = expert_demos.n_episodes if n_acts and expert_demos.whole_episodes() else 0
         frames = has_images(spaces[0], cfg.policy.encoder)
+        if (threads := cpu.learner_threads(cfg.threads, frames)) is not None:
+            th.set_num_threads(threads)
         bc = cfg.bc.resolve(n_acts, cfg.total_steps, cfg.generator, frames)
         cfg = dataclasses.replace(cfg, bc=bc, obs_stats=resolve_obs_stats(cfg.obs_stats, bc.epochs, whole))
         th.manual_seed(cfg.seed)
