@@ -85,16 +85,13 @@ def test_network_settings_of_gailkit_0_2_move_from_ppo_to_policy_with_one_notice
 
 
 def test_bc_auto_epochs_by_data_size():
-    """Whole episodes: as many passes as make `BC_MAX_STEPS` minibatch steps. Loose transitions: 50 passes, stopped
-    at `BC_MAX_STEPS` for large demo sets. Nothing without actions, and nothing by default with the SAC generator."""
+    """50 passes over the demos, stopped at `BC_MAX_STEPS` minibatch steps for large demo sets; nothing without
+    actions, and nothing by default with the SAC generator."""
     from gailkit.config.bc import BC_MAX_STEPS, BCConfig
 
     bc = BCConfig()
     assert bc.resolve(200, 100_000).epochs == 50  # one minibatch a pass
     assert bc.resolve(25_000, 1_000_000).epochs == 50  # 98 a pass: 4,900 steps
-    assert bc.resolve(1_000, 100_000, whole_episodes=True).epochs == 1_250  # one episode: 4 a pass, 5,000 steps
-    assert bc.resolve(25_000, 1_000_000, whole_episodes=True).epochs == 51
-    assert bc.resolve(2_000_000, 1_000_000, whole_episodes=True).epochs == 1  # at least one pass
     big = bc.resolve(100_000, 1_000_000)  # 391 a pass
     assert big.epochs == BC_MAX_STEPS // 391 and big.epochs * 391 <= BC_MAX_STEPS
     assert bc.resolve(0, 100_000).epochs == 0 and bc.resolve(25_000, 100_000, "sac").epochs == 0

@@ -12,8 +12,7 @@ from gailkit.core.errors import ConfigError
 
 AUTO = _rule(lambda v: v >= -1, "must be >= 0, or -1 (auto)")
 BC_MAX_STEPS = 5_000
-"""Minibatch steps of the auto BC warm start: whole episodes get as many passes as make them, loose transitions
-(subsampled, no episode structure) 50 passes at most (`BCConfig.epochs`)."""
+"""The BC warm start's auto epochs stop at this many minibatch steps (large demo sets)."""
 
 
 def keeps_bc_term(frames: bool) -> bool:
@@ -34,13 +33,13 @@ class BCConfig(_Checked):
     means the value in brackets with actions, 0 without."""
 
     epochs: int = _f(-1, AUTO)
-    """Passes over the demos before GAIL starts [whole episodes: as many as make `BC_MAX_STEPS` (5,000) steps of
-    `batch_size` (one 1,000-step episode: 1,250; 25 MuJoCo episodes: 51); loose transitions: 50, at most 5,000
-    steps. From one whole episode BC alone reached 0.65–1.00 of the expert on Hopper and Ant, 0.67–1.03 on
-    HalfCheetah and 0.35–0.64 on Walker2d with 1,250 passes, against 0.01–0.89 with 50, and GAIL with PPO reached
-    0.9 sooner on three of the four envs; from 200 loose transitions the same 5,000 steps helped BC alone but not
-    GAIL (3 seeds each, BENCHMARKS.md, "How long BC trains")]. The policy's mean (or logits) is fit to the
-    expert's actions."""
+    """Passes over the demos before GAIL starts [50, at most 5,000 steps of `batch_size`: 25 MuJoCo episodes
+    get all 50, which BC alone needs to reach the expert there; 2,000 left it at 0.57 and 0.74 of the expert on
+    Hopper and HalfCheetah, BENCHMARKS.md]. The
+    policy's mean (or logits) is fit to the expert's actions. Few whole episodes get no more: 5,000 steps from one
+    episode (1,250 passes) took BC alone from 0.01–0.89 to 0.35–1.00 of the expert, but GAIL from that clone did
+    no better at 100k and ended worse at 500k on Walker2d (BENCHMARKS.md, "How long BC trains"); to use BC alone,
+    set `bc.epochs` (and `total_steps` 1)."""
     batch_size: int = _f(256, GE1)
     learning_rate: float = _f(1e-3, GT0)
     log_std: float | None = -1.0
@@ -57,12 +56,10 @@ class BCConfig(_Checked):
     without the term drifted away from the clone; half of total_steps when the policy reads frames (`keeps_bc_term`
     says what was measured)]."""
 
-    def resolve(
-        self, n_demos: int, total_steps: int, generator: str = "ppo", frames: bool = False, whole_episodes: bool = False
-    ) -> BCConfig:
+    def resolve(self, n_demos: int, total_steps: int, generator: str = "ppo", frames: bool = False) -> BCConfig:
         """The auto (-1) values filled in for `n_demos` transitions with actions (0: demos without
-        actions, where explicit BC is refused), in whole episodes or not (`epochs`), for a policy that reads frames
-        (a CNN) or not (`keeps_bc_term`). With `generator: sac` every auto value is 0:
+        actions, where explicit BC is refused), for a policy that reads frames (a CNN) or not
+        (`keeps_bc_term`). With `generator: sac` every auto value is 0:
         a cloned actor meets a critic that knows nothing of it, and SAC's first updates undo it (measured in
         BENCHMARKS.md, "Where BC fails")."""
         has_actions = n_demos > 0
@@ -72,8 +69,7 @@ class BCConfig(_Checked):
                 raise ConfigError(
                     f"'bc.{named[0]}': behaviour cloning needs the expert's actions, and these demos have none"
                 )
-        passes = BC_MAX_STEPS // max(1, -(-n_demos // self.batch_size))
-        epochs = max(1, passes if whole_episodes else min(50, passes))
+        epochs = max(1, min(50, BC_MAX_STEPS // max(1, -(-n_demos // self.batch_size))))
         kept = keeps_bc_term(frames)
         auto = {
             "epochs": epochs,

@@ -146,7 +146,7 @@ class Run:
         frames = has_images(spaces[0], cfg.policy.encoder)
         if (threads := cpu.learner_threads(cfg.threads, frames)) is not None:
             th.set_num_threads(threads)
-        bc = cfg.bc.resolve(n_acts, cfg.total_steps, cfg.generator, frames, whole > 0)
+        bc = cfg.bc.resolve(n_acts, cfg.total_steps, cfg.generator, frames)
         cfg = dataclasses.replace(cfg, bc=bc, obs_stats=resolve_obs_stats(cfg.obs_stats, bc.epochs, whole))
         th.manual_seed(cfg.seed)
         np.random.seed(cfg.seed)
