@@ -156,7 +156,7 @@ class Learner:
         lag = self.cfg.fleet.max_policy_lag
         stale = [f.policy_version for f in frags if not self.version - lag <= f.policy_version <= self.version]
         if stale:
-            raise ValueError(f"fragments of versions {stale} given to learner {self.version} (max lag {lag})")
+            raise ValueError(f"fragments of versions {stale} for learner version {self.version} (max lag {lag})")
         return fragments_mod.stack(frags)
 
     def _judge(self, frag: Fragment, stats: dict[str, float]) -> tuple[Batch, np.ndarray, float]:

@@ -15,13 +15,15 @@ from gailkit.core.errors import ConfigError
 _FLAGS = {  # flags that set one setting each
     **{k: k for k in ("total_steps", "device", "threads", "generator", "expert_return", "seed", "unsafe_pickle")},
     "wandb": "wandb",
-    **{"merge": "demo_merge", "time_limit_ends": "demo_time_limit", "ray_address": "fleet.ray_address"},
+    "merge": "demo_merge",
+    "time_limit_ends": "demo_time_limit",
     "actors": "fleet.actors",
     "envs_per_actor": "fleet.envs_per_actor",
     "local_actors": "fleet.local_actors",
     "listen": "fleet.listen",
     "key_file": "fleet.key_file",
     "fleet": "fleet.kind",
+    "ray_address": "fleet.ray_address",
 }
 
 
@@ -87,8 +89,7 @@ def train(args: argparse.Namespace) -> int:
         if not cfg.env.id:
             raise ConfigError(f"--config {args.config}: names no env.id; pass --env")
         run_dir = args.run_dir or Path("runs") / f"{experts.slug(cfg.env.id)}-{time.strftime('%Y%m%d-%H%M%S')}"
-        allow_code = typed_env(args, cfg.env.id)
-        if allow_code:  # a file env is recorded by its absolute path: evaluate and export find it from anywhere
+        if allow_code := typed_env(args, cfg.env.id):  # a file env is kept by its absolute path: found from anywhere
             cfg.env.id = canonical(cfg.env.id)
     s = train_mod.train(cfg, run_dir, resume=args.resume is not None, quiet=args.quiet, allow_code=allow_code)
     state = "interrupted, checkpoint saved" if s["interrupted"] else "done"
