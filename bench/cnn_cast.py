@@ -5,11 +5,15 @@ whole against in chunks of `encoders.CNN_CHUNK`. Forward (no grad) and forward p
 the ways alternating, the best of `--repeats` timings each.
 
     OMP_NUM_THREADS=1 python bench/cnn_cast.py --repeats 5
+
+Last, two such CNNs (a round's critic values and discriminator rewards) over 1,024 frames each: one after the other
+on one thread, against each on its own Python thread at once (what `Learner.round` does with them).
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import platform
 import time
 
@@ -63,6 +67,18 @@ def main() -> None:
         for name, fn in ways.items():
             fwd, both = _best(fn, args.repeats, False), _best(fn, args.repeats, True)
             print(f"| {n} | {name} | {fwd * 1e3:.1f} | {both * 1e3:.1f} |", flush=True)
+    other = ImageCNN(gym.spaces.Box(0, 255, (4, 84, 84), np.uint8))
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+
+    def beside() -> th.Tensor:
+        second = pool.submit(other, x)
+        return enc(x) + second.result()
+
+    with th.no_grad():
+        alone = _best(lambda: enc(x) + other(x), args.repeats, False)
+        both = _best(beside, args.repeats, False)
+    print(f"\ntwo CNNs over {len(x)} frames: {alone * 1e3:.1f} ms one after the other, {both * 1e3:.1f} ms on two "
+          f"threads ({alone / both:.2f}x)")  # fmt: skip
 
 
 if __name__ == "__main__":
