@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import torch as th
+from stable_baselines3.common.logger import Logger
 
 from gailkit.data import envs, experts
 from gailkit.model import policy
@@ -36,6 +37,7 @@ def sb3_rate(cfg, steps: int, own_class: bool = False) -> float:
     model = policy.make_ppo(venv, cfg.ppo, cfg.policy, cfg.normalize_obs, "cpu", cfg.seed)
     if not own_class:  # make_ppo names SB3's class for saving: rebuild the policy with it
         model._setup_model()
+    model.set_logger(Logger(folder=None, output_formats=[]))  # else learn() makes an empty folder in the temp folder
     model.learn(cfg.round_steps)  # warm-up: imports, first allocation
     t0 = time.perf_counter()
     model.learn(steps, reset_num_timesteps=False)

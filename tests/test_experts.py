@@ -38,6 +38,20 @@ def test_train_expert_saves_zip_and_metadata(tiny_expert):
     assert not [p for p in out.parent.iterdir() if ".tmp" in p.name]  # no temp files left
 
 
+def test_a_ppo_expert_leaves_nothing_in_the_temp_folder(tmp_path, monkeypatch):
+    """SB3's `learn()` makes an empty `SB3-<time>` folder in the temp folder whenever no logger was set; an
+    expert's training sets one that writes nowhere."""
+    import tempfile
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    overrides = ["env.id=CartPole-v1", "total_timesteps=64", "n_envs=1", "eval_episodes=1", "ppo.n_steps=64"]
+    cfg = config.build(ExpertConfig, overrides=[*overrides, "ppo.batch_size=64", "policy.net_arch=[8]"])
+    experts.train_expert(cfg, tmp_path / "cp.zip", log=lambda s: None)
+    assert (tmp_path / "cp.zip").is_file() and not list(scratch.iterdir())
+
+
 def test_record_from_sb3_expert(tiny_expert):
     out, _ = tiny_expert
     policy, env_id, info = experts.load_expert(str(out), None, deterministic=True)
@@ -99,12 +113,14 @@ def test_expert_train_with_another_sb3_algorithm_then_record_its_demos(tmp_path,
     that zip without unpickling and replays its deterministic actions."""
     from conftest import run_cli
 
-    out = tmp_path / f"{algo}.zip"
+    out, scratch = tmp_path / f"{algo}.zip", tmp_path / "scratch"
+    scratch.mkdir()
     r = run_cli(
         "expert", "train", "--env", env_id, "--algo", algo, "--total-steps", "300", "--out", str(out),
-        "--set", "eval_episodes=1", "--set", "policy.net_arch=[16]", "--quiet",
+        "--set", "eval_episodes=1", "--set", "policy.net_arch=[16]", "--quiet", env={"TMPDIR": str(scratch)},
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
+    assert not list(scratch.iterdir())  # SB3's learn() left no SB3-<time> folder in the temp folder
     meta = json.loads(out.with_suffix(".json").read_text())
     assert meta["algo"] == f"{algo.upper()} (stable-baselines3)" and meta["config"]["algo"] == algo
     r = run_cli(

@@ -100,7 +100,7 @@ def train_expert(
         )
     )
     log(f"training PPO expert on {cfg.env.id} for {cfg.total_timesteps:,} steps ({cfg.n_envs} envs){rounded}")
-    model.learn(total_timesteps=cfg.total_timesteps, callback=_progress_callback(cfg.total_timesteps, quiet))
+    _learn(model, cfg.total_timesteps, quiet)
     seconds = time.perf_counter() - start
     if cfg.normalize_obs:
         rms = venv.obs_rms
@@ -110,6 +110,15 @@ def train_expert(
         model.policy_kwargs["features_extractor_kwargs"]["normalize"] = True  # what the zip records
     model.policy.set_training_mode(False)
     return _evaluate_and_save(model, policy.deterministic_actor(model.policy), "PPO", cfg, out, seconds, venv)
+
+
+def _learn(model: Any, total_timesteps: int, quiet: bool) -> None:
+    """SB3's `learn()` with a logger that writes nowhere: without one, SB3 makes a logger of its own and, with it,
+    an empty `SB3-<time>` folder in the system's temp folder on every call."""
+    from stable_baselines3.common.logger import Logger
+
+    model.set_logger(Logger(folder=None, output_formats=[]))
+    model.learn(total_timesteps=total_timesteps, callback=_progress_callback(total_timesteps, quiet))
 
 
 def _evaluate_and_save(
@@ -163,7 +172,7 @@ def _train_other(cfg: ExpertConfig, out: Path, device: str, log: Callable[[str],
         raise ConfigError(f"'algo: {cfg.algo}' cannot train on {cfg.env.id}: {str(e).splitlines()[0]}") from None
     log(f"training {name} expert on {cfg.env.id} for {cfg.total_timesteps:,} steps ({venv.num_envs} envs)")
     start = time.perf_counter()
-    model.learn(total_timesteps=cfg.total_timesteps, callback=_progress_callback(cfg.total_timesteps, quiet))
+    _learn(model, cfg.total_timesteps, quiet)
     seconds = time.perf_counter() - start
     return _evaluate_and_save(
         model, lambda obs: model.predict(obs, deterministic=True)[0], name, cfg, out, seconds, venv
