@@ -53,8 +53,12 @@ def test_dead_ray_actor_is_restarted(local_ray):
     try:
         assert len(fleet.collect(policy.get_weights(pol, 0), 16)) == 2
         ray.kill(fleet.actors[0], no_restart=False)  # as if its worker process died
-        frags = fleet.collect(policy.get_weights(pol, 1), 16)
-        assert len(frags) == 2 and all(f.obs.shape == (16, 2, 4) and f.policy_version == 1 for f in frags)
-        assert fleet.restarts >= 1
+        for version in range(1, 4):  # the kill is asynchronous: a round may still reach the old actor
+            frags = fleet.collect(policy.get_weights(pol, version), 16)
+            assert len(frags) == 2 and all(f.obs.shape == (16, 2, 4) and f.policy_version == version for f in frags)
+            if fleet.restarts:
+                break
+        # counted whether the round's task died with the actor or Ray restarted it before the round was sent
+        assert fleet.restarts == 1 and fleet.stats["actors/restarts"] == 1
     finally:
         fleet.stop()

@@ -4,7 +4,8 @@ Weights go into Ray's object store once per version, as the Arrow bytes `wire` m
 actor returns its fragment as Arrow bytes too, so our data never goes through pickle (Ray's own
 plumbing ships the actor class with its serializer). A Ray actor that dies is restarted by Ray
 (`max_restarts`) and its slot is collected again; with no fragment for `no_actor_timeout`
-seconds, `collect` raises `FleetError`. The only module that imports ray.
+seconds, `collect` raises `FleetError`. Each actor's fragments begin with a token drawn when it started, so a
+restart is counted (`actors/restarts`) even when Ray restarted the actor between two rounds and no task failed. The only module that imports ray.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from gailkit.rollout.fleet import FleetError, Interrupted
 from gailkit.rollout.fleet.slots import Round
 from gailkit.rollout.wire import ProtocolError
 
+INCARNATION = 16
+"""Bytes of the token that begins each of an actor's fragments."""
+
 
 class _RayActor:
     """Runs inside a Ray worker process: an `Actor` fed and read through Arrow bytes."""
@@ -34,12 +38,13 @@ class _RayActor:
         from gailkit.rollout.actor import Actor
 
         th.set_num_threads(1)
+        self.incarnation = os.urandom(INCARNATION)  # new with every start, Ray's restarts included
         self.actor = Actor(ActorSpec.from_json(spec), allow_code)
         self.actor.start()
 
     def collect(self, weights: bytes, version: int, n_steps: int) -> bytes:
         self.actor.set_weights(wire.decode_weights(weights, version))
-        return wire.encode_fragment(self.actor.sample(n_steps))
+        return self.incarnation + wire.encode_fragment(self.actor.sample(n_steps))
 
     def pid(self) -> int:
         return os.getpid()
@@ -66,11 +71,13 @@ class RayFleet:
         self.n_slots, self.max_restarts = cfg.actors, max_restarts
         self.n_envs = cfg.actors * spec.n_envs
         self.stats: dict[str, float] = {}
-        self.restarts = 0
+        self.restarts = 0  # actors seen delivering under a new token
+        self.deaths = 0  # tasks lost to a dead actor
         self.dropped = 0
         self.actors: list[Any] = []
         self.where: list[str] = []  # the node address of each slot's actor, said in the run's log
         self._lost: set[int] = set()  # slots whose actor died and that were not located since
+        self._token: dict[int, bytes] = {}  # each slot's actor's token, from its last fragment
         self.log = log or (lambda m: None)
         self._started_ray = False
 
@@ -133,11 +140,11 @@ class RayFleet:
             except RayTaskError as e:  # the actor refused the weights, or its env raised
                 body = e
             except RayActorError as e:
-                self.restarts += 1  # Ray restarts the actor (max_restarts); collect the slot again
-                if self.restarts > self.max_restarts * self.n_slots:
+                self.deaths += 1  # Ray restarts the actor (max_restarts); collect the slot again
+                if self.deaths > self.max_restarts * self.n_slots:
                     last = [line for line in str(e).splitlines() if "Error" in line][-1:] or [str(e)[:200]]
                     raise FleetError(
-                        f"Ray actors died {self.restarts} times; giving up (last: {last[0].strip()})"
+                        f"Ray actors died {self.deaths} times; giving up (last: {last[0].strip()})"
                     ) from None
                 rnd.give_back(slot)
                 self._lost.add(slot)  # located once its restarted actor delivers, never waited for here
@@ -145,6 +152,11 @@ class RayFleet:
             try:
                 if isinstance(body, Exception):
                     raise ProtocolError("actor_error", str(body).splitlines()[0])
+                token, body = body[:INCARNATION], body[INCARNATION:]
+                if self._token.setdefault(slot, token) != token:  # Ray restarted it, maybe between rounds
+                    self.restarts += 1
+                    self._token[slot] = token
+                    self._lost.add(slot)
                 rnd.accept(slot, body, slot, weights.version)
                 if slot in self._lost:
                     self._relocate(slot)
