@@ -35,11 +35,10 @@ class BCConfig(_Checked):
     epochs: int = _f(-1, AUTO)
     """Passes over the demos before GAIL starts [50, at most 5,000 steps of `batch_size`: 25 MuJoCo episodes
     get all 50, which BC alone needs to reach the expert there; 2,000 left it at 0.57 and 0.74 of the expert on
-    Hopper and HalfCheetah, BENCHMARKS.md]. The
-    policy's mean (or logits) is fit to the expert's actions. Few whole episodes get no more: 5,000 steps from one
-    episode (1,250 passes) took BC alone from 0.01–0.89 to 0.35–1.00 of the expert, but GAIL from that clone did
-    no better at 100k and ended worse at 500k on Walker2d (BENCHMARKS.md, "How long BC trains"); to use BC alone,
-    set `bc.epochs` (and `total_steps` 1)."""
+    Hopper and HalfCheetah, BENCHMARKS.md]. The policy's mean (or logits) is fit to the expert's actions. Few
+    whole episodes get no more: 5,000 steps from one episode (1,250 passes) took BC alone from 0.01–0.89 to
+    0.35–1.00 of the expert, but GAIL from that clone did no better at 100k and ended worse at 500k on Walker2d
+    (BENCHMARKS.md, "How long BC trains"); to use BC alone, set `bc.epochs` (and `total_steps` 1)."""
     batch_size: int = _f(256, GE1)
     learning_rate: float = _f(1e-3, GT0)
     log_std: float | None = -1.0

@@ -5,7 +5,8 @@ actor returns its fragment as Arrow bytes too, so our data never goes through pi
 plumbing ships the actor class with its serializer). A Ray actor that dies is restarted by Ray
 (`max_restarts`) and its slot is collected again; with no fragment for `no_actor_timeout`
 seconds, `collect` raises `FleetError`. Each actor's fragments begin with a token drawn when it started, so a
-restart is counted (`actors/restarts`) even when Ray restarted the actor between two rounds and no task failed. The only module that imports ray.
+restart is counted (`actors/restarts`), and the actor located again, even when Ray restarted it between two
+rounds and no task failed. The only module that imports ray.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from gailkit.rollout.fleet import FleetError, Interrupted
 from gailkit.rollout.fleet.slots import Round
 from gailkit.rollout.wire import ProtocolError
 
-INCARNATION = 16
-"""Bytes of the token that begins each of an actor's fragments."""
+TOKEN_BYTES = 16
+"""Length of the token that begins each of an actor's fragments."""
 
 
 class _RayActor:
@@ -38,13 +39,13 @@ class _RayActor:
         from gailkit.rollout.actor import Actor
 
         th.set_num_threads(1)
-        self.incarnation = os.urandom(INCARNATION)  # new with every start, Ray's restarts included
+        self.token = os.urandom(TOKEN_BYTES)  # new with every start, Ray's restarts included
         self.actor = Actor(ActorSpec.from_json(spec), allow_code)
         self.actor.start()
 
     def collect(self, weights: bytes, version: int, n_steps: int) -> bytes:
         self.actor.set_weights(wire.decode_weights(weights, version))
-        return self.incarnation + wire.encode_fragment(self.actor.sample(n_steps))
+        return self.token + wire.encode_fragment(self.actor.sample(n_steps))
 
     def pid(self) -> int:
         return os.getpid()
@@ -76,7 +77,7 @@ class RayFleet:
         self.dropped = 0
         self.actors: list[Any] = []
         self.where: list[str] = []  # the node address of each slot's actor, said in the run's log
-        self._lost: set[int] = set()  # slots whose actor died and that were not located since
+        self._lost: set[int] = set()  # slots whose actor restarted and that were not located since
         self._token: dict[int, bytes] = {}  # each slot's actor's token, from its last fragment
         self.log = log or (lambda m: None)
         self._started_ray = False
@@ -146,13 +147,12 @@ class RayFleet:
                     raise FleetError(
                         f"Ray actors died {self.deaths} times; giving up (last: {last[0].strip()})"
                     ) from None
-                rnd.give_back(slot)
-                self._lost.add(slot)  # located once its restarted actor delivers, never waited for here
+                rnd.give_back(slot)  # its restarted actor delivers under a new token and is located then
                 continue
             try:
                 if isinstance(body, Exception):
                     raise ProtocolError("actor_error", str(body).splitlines()[0])
-                token, body = body[:INCARNATION], body[INCARNATION:]
+                token, body = body[:TOKEN_BYTES], body[TOKEN_BYTES:]
                 if self._token.setdefault(slot, token) != token:  # Ray restarted it, maybe between rounds
                     self.restarts += 1
                     self._token[slot] = token
