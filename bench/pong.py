@@ -76,7 +76,9 @@ def fragment_bytes(d: demos.Demos, n_steps: int = 256, n_envs: int = 8) -> tuple
 
 
 def summarize(run: Path) -> None:
-    curve = eval_curve(metrics.read_rows(run / "metrics.csv"))
+    """A run's evaluations (steps and seconds to 0.9, best, final), then its training games and PPO's update."""
+    rows = metrics.read_rows(run / "metrics.csv")
+    curve = eval_curve(rows)
     refs = checkpoint.load(run / "best" / "checkpoint.pt").references
     r_exp, r_rand = refs.expert_return, refs.random_return
     steps, secs = first_reaching(curve, 0.9, r_rand, r_exp)
@@ -88,6 +90,17 @@ def summarize(run: Path) -> None:
           f"(return {score[-1][3]:.1f}) at {score[-1][0]:,} steps, {score[-1][1]:.0f} s")  # fmt: skip
     for s, t, n, r in score:
         print(f"  {s:>9,} steps {t:>7.0f} s  return {r:6.1f}  normalized {n:5.2f}")
+    games = [r for r in rows if r.get("rollout/ep_rew_mean")]
+    print("  training games (sampled actions), mean of each 20 rounds that ended one: return, length")
+    for k in range(0, len(games), 20):
+        part = games[k : k + 20]
+        ret, length = (np.mean([float(r[f"rollout/ep_{c}_mean"]) for r in part]) for c in ("rew", "len"))
+        print(f"  {part[0]['env_steps']:>9}–{part[-1]['env_steps']} steps  return {ret:6.2f}  length {length:6.0f}")
+    for col in ("train/clip_fraction", "train/approx_kl", "bc/loss"):
+        v = np.array([float(r[col]) for r in rows if r.get(col)])
+        if len(v):
+            p5, p50, p95 = np.percentile(v, [5, 50, 95])
+            print(f"  {col}: first {v[0]:.3f}, last {v[-1]:.3f}; 5th/50th/95th percentile {p5:.3f}/{p50:.3f}/{p95:.3f}")
 
 
 def behaviour_cloning_alone(demos_path: Path, episodes: int) -> None:
