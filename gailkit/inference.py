@@ -168,7 +168,8 @@ def _space(d: Any, nested: bool = False) -> dict[str, Any]:
             raise ValueError(f"Discrete n={n!r}")
         out.update(shape=[], dtype="int64")
     elif d["type"] == "MultiBinary" and "shape" not in d:
-        out["shape"], out["dtype"] = [d.get("n")], "int8"
+        n = d.get("n")
+        out["shape"], out["dtype"] = (n if isinstance(n, list) else [n]), "int8"
     elif d["type"] == "MultiDiscrete":
         nvec = d.get("nvec")
         if not isinstance(nvec, list) or not nvec or not all(type(k) is int and 1 <= k < 1 << 31 for k in nvec):

@@ -241,12 +241,92 @@ class DictBoxAct(DictObs):
         return np.array([np.sign(obs["pos"][0]) * (1 if obs["mode"] else -1)], np.float32)
 
 
+class MatrixBoxAct(_Base):
+    """Box(3, 2) float64 observations and Box(2, 2) actions (a policy's Gaussian is a flat row of 4; the env
+    takes the matrix): the expert's action is the observation's first two rows, clipped."""
+
+    observation_space = gym.spaces.Box(-1, 1, (3, 2), np.float64)
+    action_space = gym.spaces.Box(-1, 1, (2, 2), np.float32)
+
+    def _obs(self) -> Any:
+        return np.stack([self._state, self._state[::-1]], axis=1).astype(np.float64)
+
+    def step(self, action):
+        assert np.shape(action) == (2, 2), np.shape(action)
+        want = type(self).expert(self._obs())
+        obs, _, terminated, truncated, info = super().step(want)
+        return obs, 1.0 - float(np.abs(np.asarray(action) - want).mean()), terminated, truncated, info
+
+    @staticmethod
+    def expert(obs: Any) -> Any:
+        return np.asarray(obs, np.float32)[:2]
+
+
+class MultiDiscreteObs(_Base):
+    """MultiDiscrete([3, 4]) observations, Discrete(3) actions: the expert plays the first entry."""
+
+    observation_space = gym.spaces.MultiDiscrete([3, 4])
+    action_space = gym.spaces.Discrete(3)
+
+    def _obs(self) -> Any:
+        return np.array([int((self._state[0] + 1) * 1.49), int((self._state[1] + 1) * 1.99)], np.int64)
+
+    @staticmethod
+    def expert(obs: Any) -> Any:
+        return int(np.asarray(obs)[0])
+
+
+class MultiBinaryMatrixObs(_Base):
+    """MultiBinary((2, 3)) observations, Discrete(2) actions: whether the first row's first entry is set."""
+
+    observation_space = gym.spaces.MultiBinary([2, 3])
+    action_space = gym.spaces.Discrete(2)
+
+    def _obs(self) -> Any:
+        row = (self._state > 0).astype(np.int8)
+        return np.stack([row, row[::-1]])
+
+    @staticmethod
+    def expert(obs: Any) -> Any:
+        return int(np.asarray(obs)[0, 0])
+
+
+class UnboundedAct(_Base):
+    """Box(-inf, inf) actions: no policy head can clip or squash into them (refused in one line)."""
+
+    observation_space = gym.spaces.Box(-1, 1, (3,), np.float32)
+    action_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
+
+    def _obs(self) -> Any:
+        return self._state.copy()
+
+    @staticmethod
+    def expert(obs: Any) -> Any:
+        return np.zeros(2, np.float32)
+
+
+def matrix_box_expert(obs: Any) -> Any:
+    return MatrixBoxAct.expert(obs)
+
+
+def multi_discrete_obs_expert(obs: Any) -> Any:
+    return MultiDiscreteObs.expert(obs)
+
+
+def multi_binary_matrix_expert(obs: Any) -> Any:
+    return MultiBinaryMatrixObs.expert(obs)
+
+
 def tuple_expert(obs: Any) -> Any:
     return TupleObs.expert(obs)
 
 
 def nested_expert(obs: Any) -> Any:
     return 0
+
+
+def unbounded_expert(obs: Any) -> Any:
+    return UnboundedAct.expert(obs)
 
 
 def dict_mixed_expert(obs: Any) -> Any:

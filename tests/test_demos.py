@@ -630,3 +630,28 @@ def test_a_file_naming_a_dict_space_gailkit_cannot_read_is_one_line(tmp_path, sp
     path = demos.save(d, tmp_path / "d.arrow")
     with pytest.raises(DemoError, match="metadata names a space gailkit cannot read"):
         demos.check(demos.load_file(path))
+
+
+@pytest.mark.parametrize(
+    "space",
+    [
+        gym.spaces.MultiDiscrete([3, 2], start=[-1, 1]),
+        gym.spaces.MultiDiscrete([[2, 3], [4, 2]]),
+        gym.spaces.MultiBinary([2, 3]),
+        gym.spaces.MultiBinary(4),
+        gym.spaces.Discrete(3, start=-1),
+    ],
+)
+def test_spaces_of_every_shape_and_start_round_trip_through_file_metadata(space):
+    """A start or a shape left out of a file's metadata would read its values as another space's."""
+    assert demos.space_from_json(json.loads(json.dumps(demos.space_to_json(space)))) == space
+
+
+def test_a_space_nested_past_any_shape_is_refused():
+    deep: list = [2]
+    for _ in range(20):
+        deep = [deep]
+    with pytest.raises(ValueError, match="shape/size"):
+        demos.space_from_json({"type": "MultiDiscrete", "nvec": deep})
+    with pytest.raises(ValueError, match="start of shape"):
+        demos.space_from_json({"type": "MultiDiscrete", "nvec": [2, 3], "start": [0, 0, 0]})

@@ -187,11 +187,9 @@ def check_spaces(env: gym.Env, name: str) -> gym.Env:
     problem = ""
     try:
         supported.check_space(obs)
-        supported.check_space(act, "action space")
+        supported.check_action_space(act)
     except supported.UnsupportedSpace as e:
         problem = str(e)
-    if not problem and isinstance(act, gym.spaces.Dict):
-        problem = f"action space {act} is not supported (Box, Discrete, MultiDiscrete, MultiBinary are)"
     if problem:
         env.close()
         raise EnvError(f"--env {name}: {problem}")

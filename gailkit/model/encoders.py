@@ -46,7 +46,7 @@ def preprocess(space: gym.Space, x: Any) -> Obs:
         return F.one_hot(x.long().reshape(-1), int(space.n)).float()
     if isinstance(space, gym.spaces.MultiDiscrete):
         nvec = np.asarray(space.nvec).reshape(-1)
-        flat = x.long().reshape(len(x), -1)
+        flat = x.long().reshape(-1, len(nvec))  # not len(x): an exported graph keeps its batch size free
         return th.cat([F.one_hot(flat[:, j], int(k)).float() for j, k in enumerate(nvec)], dim=1)
     if isinstance(space, gym.spaces.MultiBinary):
         return x.float()

@@ -35,22 +35,67 @@ def has_images(space: gym.Space, kind: str = "auto") -> bool:
     return bool(image_keys(space, kind))
 
 
+def one_line(space: gym.Space) -> str:
+    """`str(space)` on one line (numpy prints an array of two dimensions over several)."""
+    return " ".join(str(space).split())
+
+
 def check_space(space: gym.Space, what: str = "observation space") -> None:
     """Raise `UnsupportedSpace` (one line naming the space) unless some encoder fits `space`."""
     if isinstance(space, gym.spaces.Dict):
         for key, sub in space.spaces.items():
             if not obs_tree.is_entry_name(key):
-                raise UnsupportedSpace(f"{what} {space}: entry {key!r} needs a name, a non-empty string without '/'")
+                raise UnsupportedSpace(
+                    f"{what} {one_line(space)}: entry {key!r} needs a name, a non-empty string without '/'"
+                )
             if isinstance(sub, gym.spaces.Dict):
                 raise UnsupportedSpace(
-                    f"{what} {space}: entry {key!r} is itself a Dict (one level of Dict is supported)"
+                    f"{what} {one_line(space)}: entry {key!r} is itself a Dict (one level of Dict is supported)"
                 )
             check_space(sub, f"{what} entry {key!r}:")
         return
     if not isinstance(space, (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
-        raise UnsupportedSpace(f"{what} {space} is not supported ({SUPPORTED} are)")
+        raise UnsupportedSpace(f"{what} {one_line(space)} is not supported ({SUPPORTED} are)")
     if isinstance(space, gym.spaces.Discrete) and int(space.start) != 0:
-        raise UnsupportedSpace(f"{what} {space} starts at {space.start}; gailkit's encoders need Discrete(n) from 0")
+        raise UnsupportedSpace(
+            f"{what} {one_line(space)} starts at {space.start}; gailkit's encoders need Discrete(n) from 0"
+        )
+    if isinstance(space, gym.spaces.MultiDiscrete) and np.any(np.asarray(getattr(space, "start", 0)) != 0):
+        raise UnsupportedSpace(
+            f"{what} {one_line(space)} starts at {np.asarray(space.start).tolist()}; gailkit needs MultiDiscrete(nvec) from 0"
+        )
+
+    if isinstance(space, gym.spaces.MultiDiscrete) and len(space.shape) != 1:
+        raise UnsupportedSpace(
+            f"{what} {one_line(space)} has {len(space.shape)} dimensions; stable-baselines3's policies take one: "
+            f"flatten it (e.g. {_flat_example(space)} in a gymnasium wrapper)"
+        )
+
+
+def check_action_space(space: gym.Space) -> None:
+    """`check_space` for actions, and what a policy's head needs besides: one flat MultiDiscrete or
+    MultiBinary (stable-baselines3's distributions take no other), a Box of finite bounds, no Dict."""
+    what = "action space"
+    if isinstance(space, gym.spaces.Dict):
+        raise UnsupportedSpace(
+            f"{what} {one_line(space)} is not supported (Box, Discrete, MultiDiscrete, MultiBinary are)"
+        )
+    check_space(space, what)
+    if isinstance(space, gym.spaces.MultiBinary) and len(space.shape) != 1:
+        raise UnsupportedSpace(
+            f"{what} {one_line(space)} has {len(space.shape)} dimensions; stable-baselines3's policies take one: "
+            f"flatten it (e.g. {_flat_example(space)} in a gymnasium ActionWrapper)"
+        )
+    if isinstance(space, gym.spaces.Box) and not (np.isfinite(space.low).all() and np.isfinite(space.high).all()):
+        raise UnsupportedSpace(
+            f"{what} {one_line(space)} needs finite bounds (actions are clipped or squashed into them)"
+        )
+
+
+def _flat_example(space: gym.Space) -> str:
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return f"MultiDiscrete({np.asarray(space.nvec).reshape(-1).tolist()})"
+    return f"{type(space).__name__}({int(np.prod(space.shape or ()))})"
 
 
 def flat_dim(space: gym.Space) -> int:

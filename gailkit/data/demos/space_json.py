@@ -39,7 +39,9 @@ def space_to_json(space: gym.Space) -> dict[str, Any]:
     if isinstance(space, gym.spaces.Discrete):
         return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
     if isinstance(space, gym.spaces.MultiDiscrete):
-        return {"type": "MultiDiscrete", "nvec": np.asarray(space.nvec).tolist()}
+        out = {"type": "MultiDiscrete", "nvec": np.asarray(space.nvec).tolist()}
+        start = np.asarray(getattr(space, "start", 0))
+        return {**out, "start": start.tolist()} if np.any(start != 0) else out
     if isinstance(space, gym.spaces.MultiBinary):
         return {"type": "MultiBinary", "n": np.asarray(space.n).tolist()}
     if isinstance(space, gym.spaces.Dict):
@@ -66,6 +68,19 @@ def _dict_space(d: dict[str, Any]) -> gym.spaces.Dict:
     return gym.spaces.Dict(subs)
 
 
+def _flat_ints(dims: list[Any], depth: int = 0) -> list[Any]:
+    """A list nested at most 8 deep, flattened (a non-list item is kept for the caller to refuse)."""
+    out: list[Any] = []
+    for x in dims:
+        if isinstance(x, list) and depth < 8:
+            out.extend(_flat_ints(x, depth + 1))
+        else:
+            out.append(x)
+        if len(out) > MAX_SPACE_SIZE:
+            raise ValueError("a space of over 2**24 entries")
+    return out
+
+
 def space_from_json(d: dict[str, Any]) -> gym.Space:
     """Inverse of `space_to_json`; raises ValueError (or KeyError, TypeError) on anything else."""
     if not isinstance(d, dict):
@@ -75,6 +90,8 @@ def space_from_json(d: dict[str, Any]) -> gym.Space:
         return _dict_space(d)
     dims = d.get("shape", d.get("nvec", [d.get("n", 1)]))
     dims = dims if isinstance(dims, list) else [dims]
+    if kind in ("MultiDiscrete", "MultiBinary"):  # nvec (MultiBinary: n) may be nested to the space's shape
+        dims = _flat_ints(dims)
     if not all(isinstance(x, int) and 0 <= x <= MAX_SPACE_SIZE for x in dims) or int(np.prod(dims)) > MAX_SPACE_SIZE:
         raise ValueError(f"a space of shape/size {dims!r}")
     if kind == "Box":
@@ -83,7 +100,11 @@ def space_from_json(d: dict[str, Any]) -> gym.Space:
     if kind == "Discrete":
         return gym.spaces.Discrete(int(d["n"]), start=int(d.get("start", 0)))
     if kind == "MultiDiscrete":
-        return gym.spaces.MultiDiscrete(d["nvec"])
+        nvec = np.asarray(d["nvec"], np.int64)
+        start = np.asarray(d.get("start", 0), np.int64)
+        if start.size != 1 and start.shape != nvec.shape:
+            raise ValueError(f"a MultiDiscrete start of shape {start.shape} for nvec of shape {nvec.shape}")
+        return gym.spaces.MultiDiscrete(nvec, start=np.broadcast_to(start, nvec.shape).copy())
     if kind == "MultiBinary":
         return gym.spaces.MultiBinary(d["n"])
     raise ValueError(f"unknown space type {kind!r}")

@@ -93,7 +93,8 @@ def _check_against(arr: Any, space: gym.Space, column: str, where: str) -> Any:
         if isinstance(space, gym.spaces.Discrete):
             low, high = space.start, space.start + space.n - 1
         elif isinstance(space, gym.spaces.MultiDiscrete):
-            low, high = 0, np.asarray(space.nvec) - 1
+            low = np.asarray(getattr(space, "start", 0))
+            high = low + np.asarray(space.nvec) - 1
         else:
             low, high = 0, 1
         bad = (arr < low) | (arr > high)

@@ -24,7 +24,7 @@ from gailkit.core.fragments import Weights
 from gailkit.core.framestacks import FrameStacks
 from gailkit.model import encoders
 from gailkit.model.encoders import NormalizedFlatten
-from gailkit.model.spaces import has_images
+from gailkit.model.spaces import check_action_space, has_images
 
 ACTIVATIONS = {
     "tanh": th.nn.Tanh,
@@ -119,7 +119,7 @@ def build(
 ) -> Any:
     """A fresh policy of `kind` (the actors' CPU copy; the learner's comes from its generator with the
     same kwargs)."""
-    encoders.check_space(action_space, "action space")
+    check_action_space(action_space)
     if kind == "squashed":
         from gailkit.model.policy import squashed
 
@@ -143,7 +143,7 @@ def make_ppo(
     `transpose_images=False` keeps frames in the env's own layout (the generator's)."""
     from stable_baselines3 import PPO
 
-    encoders.check_space(venv.action_space, "action space")
+    check_action_space(venv.action_space)
     lr, clip = schedules(cfg)
     space = venv.observation_space
     # SB3 wraps an env of height x width x channels frames in VecTransposeImage and builds its policy
@@ -287,9 +287,10 @@ def deterministic_actor(pol: ActorCriticPolicy, deterministic: bool = True) -> C
 
 
 def env_action(action_space: gym.Space, acts: np.ndarray) -> np.ndarray:
-    """What the env is given: Box actions clipped to the bounds (SB3 does the same)."""
+    """What the env is given: Box actions in the space's shape (a policy's are flat rows), clipped to the
+    bounds (SB3 does the same)."""
     if isinstance(action_space, gym.spaces.Box):
-        return np.clip(acts, action_space.low, action_space.high)
+        return np.clip(np.reshape(acts, (-1, *action_space.shape)), action_space.low, action_space.high)
     return acts
 
 

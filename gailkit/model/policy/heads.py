@@ -47,8 +47,9 @@ class DeterministicHead(th.nn.Module):
             self.kind = "box"
             if pol.use_sde:
                 raise ValueError("policies with gSDE are not exportable")
-            self.register_buffer("low", th.as_tensor(space.low, dtype=th.float32))
-            self.register_buffer("high", th.as_tensor(space.high, dtype=th.float32))
+            self.shape = tuple(space.shape)  # the policy's mean is a flat row; the env takes this shape
+            self.register_buffer("low", th.as_tensor(space.low, dtype=th.float32).reshape(-1))
+            self.register_buffer("high", th.as_tensor(space.high, dtype=th.float32).reshape(-1))
         else:
             raise ValueError(f"action space {space} is not exportable (Box, Discrete, MultiDiscrete, MultiBinary are)")
         self.discrete = self.kind != "box"
@@ -73,7 +74,7 @@ class DeterministicHead(th.nn.Module):
             action = ones.long()
             log_prob = th.where(ones, th.nn.functional.logsigmoid(out), th.nn.functional.logsigmoid(-out)).sum(-1)
         else:
-            action = th.minimum(th.maximum(out, self.low), self.high)
+            action = th.minimum(th.maximum(out, self.low), self.high).reshape(-1, *self.shape)
             log_std = self.pol.log_std.expand_as(out)  # at the mean, the Gaussian's quadratic term is 0
             log_prob = (-log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
         return action, self.pol.value_net(latent_vf).squeeze(-1), log_prob

@@ -103,15 +103,19 @@ def is_squashed(pol: Any) -> bool:
 
 
 def to_env(space: Any, unit: np.ndarray) -> np.ndarray:
-    """[-1, 1] actions -> the Box's own units."""
+    """[-1, 1] actions (flat rows, as the actor gives them) -> the Box's own units and shape."""
     low, high = space.low.astype(np.float32), space.high.astype(np.float32)
-    return (low + 0.5 * (np.asarray(unit, np.float32) + 1.0) * (high - low)).astype(np.float32)
+    unit = np.reshape(np.asarray(unit, np.float32), (-1, *space.shape))
+    return (low + 0.5 * (unit + 1.0) * (high - low)).astype(np.float32)
 
 
 def to_unit(space: Any, acts: np.ndarray) -> np.ndarray:
-    """The Box's units -> [-1, 1] (clipped: demos may hold actions beyond the bounds)."""
+    """The Box's units -> [-1, 1] as flat rows, the actor's layout (clipped: demos may hold actions beyond
+    the bounds)."""
     low, high = space.low.astype(np.float32), space.high.astype(np.float32)
-    return np.clip(2.0 * (np.asarray(acts, np.float32) - low) / (high - low) - 1.0, -1.0, 1.0).astype(np.float32)
+    acts = np.reshape(np.asarray(acts, np.float32), (-1, *space.shape))
+    unit = np.clip(2.0 * (acts - low) / (high - low) - 1.0, -1.0, 1.0).astype(np.float32)
+    return unit.reshape(len(unit), -1)
 
 
 @th.no_grad()
@@ -144,13 +148,14 @@ class SquashedHead(th.nn.Module):
         super().__init__()
         self.pol = pol
         space = pol.action_space
-        self.register_buffer("low", th.as_tensor(space.low, dtype=th.float32))
-        self.register_buffer("high", th.as_tensor(space.high, dtype=th.float32))
+        self.shape = tuple(space.shape)  # the actor's mean is a flat row; the env takes this shape
+        self.register_buffer("low", th.as_tensor(space.low, dtype=th.float32).reshape(-1))
+        self.register_buffer("high", th.as_tensor(space.high, dtype=th.float32).reshape(-1))
 
     def forward(self, obs: Any) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
         mean, log_std, _ = self.pol.get_action_dist_params(obs)
         unit = th.tanh(mean)
-        action = self.low + 0.5 * (unit + 1.0) * (self.high - self.low)
+        action = (self.low + 0.5 * (unit + 1.0) * (self.high - self.low)).reshape(-1, *self.shape)
         # the Gaussian at its mean, through tanh (SB3's SquashedDiagGaussianDistribution.log_prob)
         log_prob = (-log_std - 0.5 * math.log(2 * math.pi)).sum(-1) - th.log(1 - unit**2 + 1e-6).sum(-1)
         return action, th.zeros_like(log_prob), log_prob
