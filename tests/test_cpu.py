@@ -4,7 +4,8 @@ set it, and what a run sets."""
 import torch as th
 from conftest import run_cli
 
-from gailkit.run import cpu, train
+from gailkit.core import cpu
+from gailkit.run import train
 
 
 def test_auto_threads_are_one_for_vectors_every_core_for_frames_and_the_users_omp_setting(monkeypatch):

@@ -129,3 +129,66 @@ def test_a_multi_input_policy_on_dict_observations_plays_and_records_as_sb3_does
     assert r.returncode == 0, r.stderr
     d = demos.load_file(out)
     assert set(d.obs) == set(space.spaces) and len(d) == 32 and d.meta.expert_return is not None
+
+
+@pytest.mark.parametrize(
+    "algo, name, kind",
+    [
+        ("ppo", "DictMixedObs", "DictEncoder"),  # gailkit's PPO: its own encoders, in the zip
+        ("ppo", "ImageObs", "ImageCNN"),
+        ("td3", "DictMixedObs", "DictEncoder"),  # an 8x8 frame in a Dict: SB3's NatureCNN cannot take it
+        ("dqn", "BigImageObs", "CnnPolicy"),  # SB3's own, for 40x40 frames
+    ],
+)
+def test_an_expert_gailkit_trains_on_frames_or_dicts_records_demos(tmp_path, algo, name, kind):
+    """`gailkit expert train` picks the policy the observations need (MultiInputPolicy, CnnPolicy) and the zip it
+    saves is one `demos record` rebuilds, acting as the model that trained (its SB3 `predict`)."""
+    import stable_baselines3
+
+    from gailkit import config
+    from gailkit.config import ExpertConfig
+    from gailkit.data import demos
+    from tests import space_envs
+
+    env, out = f"tests/space_envs.py:{name}", tmp_path / "e.zip"
+    sizes = ["total_timesteps=64", "n_envs=1", "eval_episodes=1"]
+    sizes += ["ppo.n_steps=32", "ppo.batch_size=32", "ppo.n_epochs=1"] if algo == "ppo" else []
+    cfg = config.build(ExpertConfig, overrides=[f"env.id={env}", f"algo={algo}", *sizes])
+    experts.train_expert(cfg, out, log=lambda s: None)
+    with zipfile.ZipFile(out) as z:
+        assert kind in z.read("data").decode()
+    act, _, _ = experts.load_expert(str(out), env, deterministic=True)
+    model = getattr(stable_baselines3, algo.upper()).load(out, device="cpu")  # our own file: SB3 may unpickle it
+    space = getattr(space_envs, name).observation_space
+    space.seed(1)
+    obs = [space.sample() for _ in range(6)]
+    theirs = np.array([model.predict(o, deterministic=True)[0] for o in obs])
+    assert np.allclose(np.array([act(o) for o in obs]).reshape(theirs.shape), theirs, atol=1e-5)
+    d = experts.record(act, env, episodes=1, seed=0, source=str(out))
+    assert len(d) == 16 and demos.space_from_json(d.meta.observation_space) is not None
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"normalize": "yes"}, {"features_dim": 10**9}, {"kind": "os.system"}, {"evil": 1}],
+)
+def test_a_zip_naming_gailkit_encoders_with_arguments_out_of_bounds_is_one_line(tmp_path, kwargs):
+    from gailkit import config
+    from gailkit.config import ExpertConfig
+
+    src, bad = tmp_path / "e.zip", tmp_path / "bad.zip"
+    overrides = ["env.id=CartPole-v1", "total_timesteps=32", "n_envs=1", "eval_episodes=1", "ppo.n_steps=32"]
+    experts.train_expert(config.build(ExpertConfig, overrides=[*overrides, "ppo.batch_size=32"]), src, log=print)
+    with zipfile.ZipFile(src) as z, zipfile.ZipFile(bad, "w") as w:
+        for item in z.infolist():
+            data = z.read(item.filename)
+            if item.filename == "data":
+                d = json.loads(data)
+                name = {"features_dim": "ImageCNN", "kind": "DictEncoder"}.get(next(iter(kwargs)), "NormalizedFlatten")
+                d["policy_kwargs"]["features_extractor_class"] = f"<class 'gailkit.model.encoders.{name}'>"
+                d["policy_kwargs"]["features_extractor_kwargs"] = kwargs
+                data = json.dumps(d).encode()
+            w.writestr(item, data)
+    with pytest.raises(ExpertError, match=r"bad.zip: features_extractor_kwargs") as e:
+        experts.load_expert(str(bad), "CartPole-v1", deterministic=True)
+    assert "\n" not in str(e.value)

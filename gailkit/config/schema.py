@@ -144,7 +144,7 @@ class TrainConfig(_Checked):
     """Learner device: auto (CUDA when present), cpu, cuda, cuda:N."""
     threads: int = _f(-1, _rule(lambda v: v >= 1 or v == -1, "must be >= 1, or -1 (auto)"))
     """torch threads of the learner's process (`--threads`); -1 (auto): OMP_NUM_THREADS when set, else 1 for
-    vector observations and every core for frames (`run.cpu.learner_threads`, measured in BENCHMARKS.md)."""
+    vector observations and every core for frames (`core.cpu.learner_threads`, measured in BENCHMARKS.md)."""
     n_envs: int = _f(-1, _rule(lambda v: v >= 1 or v == -1, "must be >= 1, or -1 (auto)"))
     """Envs stepped by the in-process fleet (`fleet.actors: 0`); -1 (auto): 8 with ppo, 1 with sac
     (measured in BENCHMARKS.md, "Where BC fails": SAC learned slower from 8 envs x 4 steps a round)."""

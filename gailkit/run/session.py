@@ -24,12 +24,12 @@ from gailkit.algo.generator import make as make_generator
 from gailkit.algo.generator import resolve as resolve_generator
 from gailkit.algo.learner import Learner, expert_data
 from gailkit.config import TrainConfig, resolve_obs_stats
+from gailkit.core import cpu
 from gailkit.core.errors import ConfigError
 from gailkit.data import demos, envs
 from gailkit.model import policy
 from gailkit.model.spaces import has_images
 from gailkit.rollout.fleet import Fleet, make_fleet
-from gailkit.run import cpu
 from gailkit.run.checkpoint import (
     RANDOM_EPISODES,
     Best,

@@ -10,6 +10,7 @@ import inspect
 import io
 import json
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from zlib import error as zlib_error
@@ -18,7 +19,8 @@ import torch as th
 
 from gailkit.core import fsutil, limits
 from gailkit.core.errors import GailkitError
-from gailkit.model.policy import ACTIVATIONS, NormalizedFlatten
+from gailkit.model import encoders
+from gailkit.model.policy import ACTIVATIONS
 
 _ACTIVATION_CLASSES = {
     "Tanh": "tanh",
@@ -176,13 +178,31 @@ def _channels_first(space: Any) -> Any:
     return gym.spaces.Box(space.low.transpose(2, 0, 1), space.high.transpose(2, 0, 1), dtype=space.dtype)
 
 
+# gailkit's own encoders (what `gailkit expert train` saves with PPO): the keyword arguments each takes, and
+# the values each may have (a zip's values are data: checked here before they reach a constructor)
+_GAILKIT_ENCODERS: dict[str, dict[str, Callable[[Any], bool]]] = {
+    "NormalizedFlatten": {"normalize": lambda v: isinstance(v, bool)},
+    "ImageCNN": {"features_dim": lambda v: type(v) is int and 1 <= v <= 1 << 16},
+    "DictEncoder": {
+        "kind": lambda v: v in encoders.KINDS,
+        "normalize": lambda v: v is None or isinstance(v, bool),
+        "cnn_features": lambda v: type(v) is int and 1 <= v <= 1 << 16,
+    },
+}
+
+
 def _extractor(path: Path, pk: dict) -> dict[str, Any]:
     extractor = str(pk.get("features_extractor_class", ""))
     extractor_kwargs = _field(pk.get("features_extractor_kwargs", {})) or {}
     if not isinstance(extractor_kwargs, dict):
         raise ValueError(f"{path}: features_extractor_kwargs is not a mapping")
-    if "NormalizedFlatten" in extractor:
-        return {"features_extractor_class": NormalizedFlatten, "features_extractor_kwargs": extractor_kwargs}
+    name = extractor.removesuffix("'>").rsplit(".", 1)[-1]
+    if extractor.startswith("<class 'gailkit.") and name in _GAILKIT_ENCODERS:  # any gailkit version's module
+        allowed = _GAILKIT_ENCODERS[name]
+        for key, value in extractor_kwargs.items():
+            if key not in allowed or not allowed[key](value):
+                raise ValueError(f"{path}: features_extractor_kwargs {str(key)[:40]!r}={str(value)[:40]} for {name}")
+        return {"features_extractor_class": getattr(encoders, name), "features_extractor_kwargs": extractor_kwargs}
     if "NatureCNN" in extractor:
         from stable_baselines3.common.torch_layers import NatureCNN
 
