@@ -305,6 +305,24 @@ class UnboundedAct(_Base):
         return np.zeros(2, np.float32)
 
 
+class BoolObs(_Base):
+    """Box(0, 1, (3,), bool) observations (Arrow has no bool tensors), Discrete(2) actions: the first flag."""
+
+    observation_space = gym.spaces.Box(0, 1, (3,), bool)
+    action_space = gym.spaces.Discrete(2)
+
+    def _obs(self) -> Any:
+        return self._state > 0
+
+    @staticmethod
+    def expert(obs: Any) -> Any:
+        return int(np.asarray(obs)[0])
+
+
+def bool_obs_expert(obs: Any) -> Any:
+    return BoolObs.expert(obs)
+
+
 def matrix_box_expert(obs: Any) -> Any:
     return MatrixBoxAct.expert(obs)
 

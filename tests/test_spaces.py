@@ -211,6 +211,7 @@ ENVS = {
     "MatrixBoxAct": "matrix_box_expert",
     "MultiDiscreteObs": "multi_discrete_obs_expert",
     "MultiBinaryMatrixObs": "multi_binary_matrix_expert",
+    "BoolObs": "bool_obs_expert",
 }
 
 

@@ -11,8 +11,11 @@ LZ4; demo files, zstd). Vector rows (float noise, which barely compresses) are w
 
 
 def to_arrow(arr: np.ndarray) -> pa.Array:
-    """(N,) -> a plain column; (N, *shape) -> a fixed-shape tensor column (empty arrays too)."""
+    """(N,) -> a plain column; (N, *shape) -> a fixed-shape tensor column (empty arrays too). Arrow has no bool
+    tensors: rows of bools are written as uint8 0/1 (readers cast to the space's dtype)."""
     arr = np.ascontiguousarray(arr)
+    if arr.ndim > 1 and arr.dtype == np.bool_:
+        arr = arr.view(np.uint8)
     if arr.ndim == 1:
         return pa.array(arr)
     size = int(np.prod(arr.shape[1:]))
