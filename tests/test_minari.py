@@ -185,3 +185,29 @@ def test_dict_demos_round_trip_through_minari_and_load_against_the_env(minari_ro
     )
     loaded = demos.load(f"minari:test/dict-{storage}-v0", env, envs.spaces(env))
     assert len(loaded) == len(d) and loaded.whole_episodes()
+
+
+@pytest.mark.parametrize("ref, says", [(412.5, None), ("400", "ref_max_score is not a finite number"),
+                                       (float("nan"), "ref_max_score is not a finite number"), (None, None)])  # fmt: skip
+def test_a_datasets_ref_max_score_is_its_expert_reference_named_as_such(minari_root, cartpole_demos, ref, says):
+    """Minari's `ref_max_score` (its expert policy's mean return, what `get_normalized_score` divides by) is the
+    reference a run normalizes against, and says where it came from; a malformed one is one line."""
+    from gailkit.core.errors import DemoError
+
+    path = demos.save(cartpole_demos, "minari:test/ref-v0")
+    meta = json.loads((path / "metadata.json").read_text())
+    if ref is not None:
+        meta.update(ref_max_score=ref, num_episodes_average_score=100)
+    (path / "metadata.json").write_text(json.dumps(meta))
+    if says:
+        with pytest.raises(DemoError, match=says) as e:
+            demos.load_file("minari:test/ref-v0")
+        assert "\n" not in str(e.value)
+        return
+    back = demos.load_file("minari:test/ref-v0")
+    value, source = demos.expert_reference(back)
+    if ref is None:  # whole episodes, no reference: the demos' own mean return, said to be that
+        assert (value, source) == (pytest.approx(back.episode_returns().mean()), "demos")
+    else:
+        assert value == 412.5 and source == "expert policy, of the dataset's ref_max_score"
+        assert back.meta.expert_episodes == 100

@@ -13,6 +13,7 @@ with `part-*.arrow`. Minari stores T + 1 observations for an episode of T steps;
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -79,7 +80,13 @@ def _metadata(data: Path) -> dict[str, Any]:
             f"{data}: JPEG-encoded image observations are not supported; write the dataset with jpeg_encoding=False"
         )
     env_id = spec.get("id") if isinstance(spec, dict) and isinstance(spec.get("id"), str) else None
+    ref_max = meta.get("ref_max_score")  # Minari's reference for normalized scores: its expert policy's mean return
+    if ref_max is not None and not (type(ref_max) in (int, float) and math.isfinite(ref_max)):
+        raise DemoError(f"{data}: metadata.json: ref_max_score is not a finite number ({str(ref_max)[:40]})")
+    ref_episodes = meta.get("num_episodes_average_score")
     return {
+        "ref_max_score": ref_max,
+        "ref_episodes": ref_episodes if type(ref_episodes) is int and ref_episodes > 0 else None,
         "format": meta.get("data_format"),
         "obs_space": obs_space,
         "act_space": act_space,
@@ -150,6 +157,9 @@ def read(path: str | Path) -> Demos:
         format=f"minari-{meta['format']}",
         path=str(path),
     )
+    if meta["ref_max_score"] is not None:
+        dm.expert_return, dm.expert_episodes = float(meta["ref_max_score"]), meta["ref_episodes"]
+        dm.expert_return_of = "the dataset's ref_max_score"
     return Demos(
         obs=out["obs"],
         acts=out["acts"],
