@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from gailkit.core import obs as obs_tree
-from gailkit.core.errors import GailkitError
+from gailkit.core.errors import GailkitError, first_line
 
 
 class InferenceError(GailkitError):
@@ -38,7 +38,7 @@ def session(model: str | Path | bytes, threads: int = 1):
         return ort.InferenceSession(source, sess_options=opts, providers=["CPUExecutionProvider"])
     except Exception as e:  # onnxruntime raises its own exception types for bad files
         where = "model" if isinstance(model, bytes) else str(model)
-        raise InferenceError(f"{where}: not a loadable ONNX model ({str(e).splitlines()[0]})") from None
+        raise InferenceError(f"{where}: not a loadable ONNX model ({first_line(e)})") from None
 
 
 class OnnxPolicy:
@@ -120,9 +120,7 @@ class OnnxPolicy:
         try:
             out = dict(zip(self.outputs, self.session.run(None, feed)))
         except Exception as e:  # noqa: BLE001 - onnxruntime raises its own types for graphs that do not run
-            raise InferenceError(
-                f"{self.path}: the graph failed on an observation ({str(e).splitlines()[0][:200]})"
-            ) from None
+            raise InferenceError(f"{self.path}: the graph failed on an observation ({first_line(e, 200)})") from None
         _check_actions(out["action"], n, self.action_space, self.path)
         return {k: v[0] for k, v in out.items()} if single else out
 

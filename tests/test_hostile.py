@@ -691,3 +691,13 @@ def test_a_minari_write_that_fails_leaves_nothing_in_the_root(tmp_path):
     for bad in ("minari:x/a-v0", "minari:../up/ab-v0", "minari:no-version"):
         _one_line(run_cli("demos", "convert", "data/customenv.arrow", bad, env=env), bad)
     assert not root.exists() or not any(root.rglob("*"))
+
+
+def test_an_error_without_a_message_still_makes_one_line():
+    """A bare `assert` or `raise ValueError()` in a library (or a user's env) has no first line to quote: its
+    type is quoted instead of an IndexError escaping as a traceback."""
+    from gailkit.core.errors import first_line
+
+    assert first_line(AssertionError()) == "AssertionError"
+    assert first_line(ValueError("\n   \n  the cause \nmore")) == "the cause"
+    assert first_line(RuntimeError("x" * 500), 200) == "x" * 200

@@ -23,3 +23,10 @@ class ExpertError(GailkitError):
 
 class InputError(GailkitError):
     """An input path is not a plain file, leaves the folder it must stay in, or is larger than allowed."""
+
+
+def first_line(e: BaseException, limit: int = 300) -> str:
+    """An exception's message as one line for a user's error: its first non-blank line (at most `limit`
+    characters), or its type's name when it has none (a bare `assert`, `raise ValueError()`)."""
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    return lines[0][:limit] if lines else type(e).__name__

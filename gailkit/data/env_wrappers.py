@@ -8,7 +8,7 @@ from typing import Any
 import gymnasium as gym
 
 from gailkit.config import EnvConfig
-from gailkit.core.errors import EnvError
+from gailkit.core.errors import EnvError, first_line
 
 
 class TupleAsDict(gym.ObservationWrapper):
@@ -37,7 +37,7 @@ def wrapped(env: gym.Env, cfg: EnvConfig) -> gym.Env:
             env = AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True)
         except (ValueError, AssertionError, AttributeError, gym.error.DependencyNotInstalled) as e:
             env.close()
-            raise EnvError(f"--env {cfg.id}: env.preprocess atari does not fit it ({str(e).splitlines()[0]})") from None
+            raise EnvError(f"--env {cfg.id}: env.preprocess atari does not fit it ({first_line(e)})") from None
     if cfg.frame_stack > 1:
         try:
             from gymnasium.wrappers import FrameStackObservation

@@ -22,7 +22,7 @@ import gymnasium as gym
 import numpy as np
 
 from gailkit.config import EnvConfig
-from gailkit.core.errors import EnvError
+from gailkit.core.errors import EnvError, first_line
 from gailkit.data.env_wrappers import wrapped as _wrapped
 
 PROJECT_ENVS = "gailkit_envs"  # the project's envs/ folder, as installed (never a top-level `envs`)
@@ -156,7 +156,7 @@ class _RegisteredFactory:
         except (TypeError, ValueError) as e:
             raise EnvError(f"--env {self.name}: bad env kwargs {self.kwargs} ({e})") from None
         except gym.error.DependencyNotInstalled as e:
-            raise EnvError(f"--env {self.name}: {str(e).splitlines()[0]}") from None
+            raise EnvError(f"--env {self.name}: {first_line(e)}") from None
         env = _wrapped(env, self.cfg)
         return check_spaces(gym.wrappers.TimeLimit(env, n) if n and atari else env, self.name)
 

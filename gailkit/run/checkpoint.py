@@ -20,7 +20,7 @@ import torch as th
 
 from gailkit import __version__
 from gailkit.core import fsutil
-from gailkit.core.errors import GailkitError
+from gailkit.core.errors import GailkitError, first_line
 
 FORMAT = 2
 RANDOM_EPISODES = 20  # episodes behind a run's random-policy reference (at least eval_episodes)
@@ -256,8 +256,6 @@ def load_policy(path: str | Path, device: str = "cpu"):
         pol = policy.build(state.observation_space, state.action_space, s.policy, s.normalize_obs, device, kind)
         pol.load_state_dict(state.learner["generator"]["policy"])
     except (GailkitError, KeyError, TypeError, ValueError, RuntimeError) as e:
-        raise CheckpointError(
-            f"{path}: its policy cannot be rebuilt ({type(e).__name__}: {str(e).splitlines()[0]})"
-        ) from None
+        raise CheckpointError(f"{path}: its policy cannot be rebuilt ({type(e).__name__}: {first_line(e)})") from None
     pol.set_training_mode(False)
     return pol, state

@@ -26,7 +26,7 @@ import torch as th
 from gailkit import __version__, inference
 from gailkit.core import fsutil
 from gailkit.core import obs as obs_tree
-from gailkit.core.errors import GailkitError
+from gailkit.core.errors import GailkitError, first_line
 from gailkit.model import policy
 from gailkit.run import checkpoint, rundir
 
@@ -158,7 +158,7 @@ def export(
     try:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError as e:
-        raise ExportError(f"onnx.checker rejected the graph: {str(e).splitlines()[0]}") from None
+        raise ExportError(f"onnx.checker rejected the graph: {first_line(e)}") from None
     data = model.SerializeToString()
     report = parity(data, module, obs_space)
     if not report["ok"]:

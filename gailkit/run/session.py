@@ -25,7 +25,7 @@ from gailkit.algo.generator import resolve as resolve_generator
 from gailkit.algo.learner import Learner, expert_data
 from gailkit.config import TrainConfig, resolve_obs_stats
 from gailkit.core import cpu
-from gailkit.core.errors import ConfigError
+from gailkit.core.errors import ConfigError, first_line
 from gailkit.data import demos, envs
 from gailkit.model import policy
 from gailkit.model.spaces import has_images
@@ -72,7 +72,7 @@ def _restore(learner: Learner, state: RunState, states, log: Callable[[str], Non
             set_rng_state(saved)
             return state
         except (KeyError, TypeError, ValueError, IndexError, RuntimeError, AttributeError) as e:
-            why = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+            why = first_line(e, 200)
             log(
                 f"gailkit: warning: skipped the checkpoint of round {state.round}: it does not fit this run's settings "
                 f"or holds bad values ({type(e).__name__}: {why})"

@@ -20,7 +20,7 @@ import numpy as np
 
 from gailkit.config import EnvConfig
 from gailkit.core import fsutil
-from gailkit.core.errors import EnvError, GailkitError
+from gailkit.core.errors import EnvError, GailkitError, first_line
 from gailkit.data import envs
 
 MAX_FRAMES = 5000
@@ -93,7 +93,7 @@ def _frame(env: Any, env_cfg: EnvConfig) -> np.ndarray:
     try:
         frame = env.render()
     except Exception as e:  # noqa: BLE001 - the env's renderer (pygame, OpenGL) said no: one line
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        first = first_line(e)
         raise VideoError(f"--video: {env_cfg.id} cannot render frames ({first})") from None
     arr = np.asarray(frame) if frame is not None else None
     if arr is None or arr.ndim != 3 or arr.shape[2] not in (3, 4):
@@ -116,7 +116,5 @@ def _write(frames: list[np.ndarray], out: Path, fps: int) -> None:
                 iio.imwrite(tmp, np.stack(frames), extension=".mp4", fps=fps)
         except (ImportError, OSError, ValueError, RuntimeError) as e:
             if out.suffix.lower() == ".mp4":
-                raise VideoError(
-                    f"--video {out}: writing MP4 needs imageio-ffmpeg ({str(e).splitlines()[0]})"
-                ) from None
-            raise VideoError(f"--video {out}: {str(e).splitlines()[0]}") from None
+                raise VideoError(f"--video {out}: writing MP4 needs imageio-ffmpeg ({first_line(e)})") from None
+            raise VideoError(f"--video {out}: {first_line(e)}") from None

@@ -30,7 +30,7 @@ from gailkit import config
 from gailkit.core import fsutil, signing
 from gailkit.run import metrics
 from gailkit.config import TrainConfig
-from gailkit.core.errors import ConfigError
+from gailkit.core.errors import ConfigError, first_line
 from gailkit.tune.search import Search, check_resources, load_search, parse_space, read_space, tune_space
 
 __all__ = ["Search", "check_resources", "load_search", "parse_space", "read_space", "run", "tune_space"]
@@ -124,7 +124,7 @@ def run(search: Search, out: Path, resume: bool = False, ray_address: str = "", 
                      **local)
         except (ConnectionError, RuntimeError, ValueError) as e:
             raise ConfigError(f"--ray-address {ray_address or '(local)'}: cannot start or reach Ray "
-                              f"({str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__})") from None
+                              f"({first_line(e)})") from None
     have = ray.cluster_resources()
     for key, need in search.resources.items():
         if need > have.get(key.upper() if key == "gpu" else "CPU", 0.0) + 1e-9:

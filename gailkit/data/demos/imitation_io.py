@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from gailkit.core import fsutil, limits
-from gailkit.core.errors import DemoError
+from gailkit.core.errors import DemoError, first_line
 from gailkit.data.demos.arrow_read import nested_lists_to_numpy
 from gailkit.data.demos.core import DemoMeta, Demos
 
@@ -38,7 +38,7 @@ def read_imitation_dataset(path: Path) -> Demos:
             table.validate(full=True)
             tables.append(table)
         except (pa.ArrowException, OSError) as e:
-            raise DemoError(f"{f}: truncated or corrupt dataset shard ({str(e).splitlines()[0]})") from None
+            raise DemoError(f"{f}: truncated or corrupt dataset shard ({first_line(e)})") from None
     table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
     for name in ("obs", "terminal"):
         if name not in table.column_names:

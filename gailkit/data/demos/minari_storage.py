@@ -11,7 +11,7 @@ import numpy as np
 
 from gailkit.core import fsutil, limits
 from gailkit.core import obs as obs_tree
-from gailkit.core.errors import DemoError, GailkitError
+from gailkit.core.errors import DemoError, GailkitError, first_line
 
 
 def _read_hdf5(data: Path) -> list[dict[str, Any]]:
@@ -70,7 +70,7 @@ def _read_arrow(data: Path) -> list[dict[str, Any]]:
         try:
             table = pa.concat_tables([read_table(p, "arrow") for p in sorted(folder.glob("part-*.arrow"))])
         except (pa.ArrowException, OSError, ValueError) as e:
-            raise DemoError(f"{folder}: not a readable Minari episode ({str(e).splitlines()[0]})") from None
+            raise DemoError(f"{folder}: not a readable Minari episode ({first_line(e)})") from None
         ep: dict[str, Any] = {}
         for key in ("observations", "actions", "rewards", "terminations", "truncations"):
             if key not in table.column_names:

@@ -14,7 +14,7 @@ import numpy as np
 from gailkit import __version__, config
 from gailkit.config import EnvConfig, ExpertConfig
 from gailkit.core import cpu, fsutil
-from gailkit.core.errors import ConfigError
+from gailkit.core.errors import ConfigError, first_line
 from gailkit.data import envs
 
 
@@ -204,7 +204,7 @@ def _train_other(cfg: ExpertConfig, out: Path, device: str, log: Callable[[str],
         model = getattr(sb3, name)(kind, venv, seed=cfg.seed, device=device, verbose=0, **kwargs)
     except (AssertionError, ValueError) as e:  # SB3 asserts the action space each algorithm takes
         venv.close()
-        raise ConfigError(f"'algo: {cfg.algo}' cannot train on {cfg.env.id}: {str(e).splitlines()[0]}") from None
+        raise ConfigError(f"'algo: {cfg.algo}' cannot train on {cfg.env.id}: {first_line(e)}") from None
     log(f"training {name} expert on {cfg.env.id} for {cfg.total_timesteps:,} steps ({venv.num_envs} envs)")
     start = time.perf_counter()
     _learn(model, cfg.total_timesteps, quiet)

@@ -18,7 +18,7 @@ from zlib import error as zlib_error
 import torch as th
 
 from gailkit.core import fsutil, limits
-from gailkit.core.errors import GailkitError
+from gailkit.core.errors import GailkitError, first_line
 from gailkit.model import encoders
 from gailkit.model.policy import ACTIVATIONS
 
@@ -69,7 +69,7 @@ def read_sb3_zip(path: Path, observation_space: Any, action_space: Any):
         GailkitError,
     ) as e:
         raise ValueError(
-            f"{path}: not a readable stable-baselines3 zip ({type(e).__name__}: {str(e).splitlines()[0]})"
+            f"{path}: not a readable stable-baselines3 zip ({type(e).__name__}: {first_line(e)})"
         ) from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: not a stable-baselines3 zip (its data is not a mapping)")
@@ -99,10 +99,8 @@ def read_sb3_zip(path: Path, observation_space: Any, action_space: Any):
     try:
         pol = cls(obs_space, action_space, lambda _: 0.0, **{k: v for k, v in kwargs.items() if k in accepted})
         pol.load_state_dict(weights)
-    except (RuntimeError, TypeError, ValueError, AttributeError, AssertionError) as e:
-        raise ValueError(
-            f"{path}: its weights do not fit the network it describes ({str(e).splitlines()[0]})"
-        ) from None
+    except (RuntimeError, TypeError, ValueError, AttributeError, AssertionError, GailkitError) as e:
+        raise ValueError(f"{path}: its weights do not fit the network it describes ({first_line(e)})") from None
     pol.set_training_mode(False)
     return pol
 

@@ -151,7 +151,7 @@ class RayFleet:
                 continue
             try:
                 if isinstance(body, Exception):
-                    raise ProtocolError("actor_error", str(body).splitlines()[0])
+                    raise ProtocolError("actor_error", (str(body).splitlines() or ["(no message)"])[0])
                 token, body = body[:TOKEN_BYTES], body[TOKEN_BYTES:]
                 if self._token.setdefault(slot, token) != token:  # Ray restarted it, maybe between rounds
                     self.restarts += 1
