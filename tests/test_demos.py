@@ -655,3 +655,6 @@ def test_a_space_nested_past_any_shape_is_refused():
         demos.space_from_json({"type": "MultiDiscrete", "nvec": deep})
     with pytest.raises(ValueError, match="start of shape"):
         demos.space_from_json({"type": "MultiDiscrete", "nvec": [2, 3], "start": [0, 0, 0]})
+    for start in ([10**30, 0], ["a", 0], [{"x": 1}, 0], 1.5, True):
+        with pytest.raises(ValueError, match="a MultiDiscrete start of"):
+            demos.space_from_json({"type": "MultiDiscrete", "nvec": [2, 3], "start": start})

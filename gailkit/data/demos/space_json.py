@@ -101,7 +101,10 @@ def space_from_json(d: dict[str, Any]) -> gym.Space:
         return gym.spaces.Discrete(int(d["n"]), start=int(d.get("start", 0)))
     if kind == "MultiDiscrete":
         nvec = np.asarray(d["nvec"], np.int64)
-        start = np.asarray(d.get("start", 0), np.int64)
+        raw = d.get("start", 0)
+        if not all(type(x) is int and abs(x) < 1 << 62 for x in _flat_ints(raw if isinstance(raw, list) else [raw])):
+            raise ValueError(f"a MultiDiscrete start of {str(raw)[:40]}")
+        start = np.asarray(raw, np.int64)
         if start.size != 1 and start.shape != nvec.shape:
             raise ValueError(f"a MultiDiscrete start of shape {start.shape} for nvec of shape {nvec.shape}")
         return gym.spaces.MultiDiscrete(nvec, start=np.broadcast_to(start, nvec.shape).copy())
