@@ -315,6 +315,8 @@ def test_onnx_and_sb3_exports_of_a_sac_run(sac_run, tmp_path):
     assert acts.shape == (50, 1) and np.abs(acts).max() <= 2.0  # the Box's units, inside its bounds
     r = run_cli("export", str(sac_run), "--out", str(tmp_path / "v.onnx"), "--value")
     assert r.returncode == 2 and "no state-value function" in r.stderr and not (tmp_path / "v.onnx").exists()
+    r = run_cli("export", str(sac_run), "--out", str(tmp_path / "c.onnx"), "--sb3", str(tmp_path / "c.zip"))
+    assert r.returncode == 0 and f"wrote {tmp_path / 'c.zip'} (stable-baselines3 SAC)" in r.stdout, r.stderr
     from stable_baselines3 import SAC
 
     model = SAC.load(export.export_sb3(sac_run, tmp_path / "m.zip"))

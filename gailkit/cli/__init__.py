@@ -200,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--value", action="store_true", help="add the critic's value as an output")
     p.add_argument("--log-prob", action="store_true", help="add the log-probability of the action as an output")
-    p.add_argument("--sb3", type=Path, help="also write the policy as a plain stable-baselines3 PPO zip")
+    p.add_argument("--sb3", type=Path, help="also write the policy as a stable-baselines3 zip (PPO; SAC for a sac run)")
     p.set_defaults(func=_cmd("commands:export"))
 
     p = sub.add_parser("infer", help="run episodes with an exported ONNX policy (onnxruntime only, no torch)")

@@ -199,7 +199,7 @@ def export(args: argparse.Namespace) -> int:
         f"from {r['checkpoint']}"
     )
     if sb3 is not None:
-        print(f"wrote {sb3} (stable-baselines3 PPO)")
+        print(f"wrote {sb3} (stable-baselines3 {'SAC' if r['generator'] == 'sac' else 'PPO'})")
     return 0
 
 
