@@ -115,8 +115,9 @@ def train_expert(
 def _learn(model: Any, total_timesteps: int, quiet: bool) -> None:
     """SB3's `learn()` with a logger that writes nowhere (without one, SB3 makes a logger of its own and, with it,
     an empty `SB3-<time>` folder in the system's temp folder on every call), and the learner's thread rule
-    (`core.cpu`): torch's default of a thread per core made a TD3 expert's 300 steps take 94 s instead of 3 s
-    beside one busy process on 2 cores; frames keep every core."""
+    (`core.cpu`; frames keep every core): a TD3 expert's 300 steps on 2 cores took 2.4 s with one thread and 5.3 s
+    with torch's default of two beside one busy process, 2.7 s and 1.8 s alone (`bench/learner_threads.py
+    --expert td3`); beside the test suite and a benchmark, 3 s and 94 s."""
     import torch as th
     from stable_baselines3.common.logger import Logger
 
