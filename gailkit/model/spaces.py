@@ -64,12 +64,8 @@ def check_space(space: gym.Space, what: str = "observation space") -> None:
         raise UnsupportedSpace(
             f"{what} {one_line(space)} starts at {np.asarray(space.start).tolist()}; gailkit needs MultiDiscrete(nvec) from 0"
         )
-
-    if isinstance(space, gym.spaces.MultiDiscrete) and len(space.shape) != 1:
-        raise UnsupportedSpace(
-            f"{what} {one_line(space)} has {len(space.shape)} dimensions; stable-baselines3's policies take one: "
-            f"flatten it (e.g. {_flat_example(space)} in a gymnasium wrapper)"
-        )
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        _check_flat(space, what)
 
 
 def check_action_space(space: gym.Space) -> None:
@@ -81,21 +77,27 @@ def check_action_space(space: gym.Space) -> None:
             f"{what} {one_line(space)} is not supported (Box, Discrete, MultiDiscrete, MultiBinary are)"
         )
     check_space(space, what)
-    if isinstance(space, gym.spaces.MultiBinary) and len(space.shape) != 1:
-        raise UnsupportedSpace(
-            f"{what} {one_line(space)} has {len(space.shape)} dimensions; stable-baselines3's policies take one: "
-            f"flatten it (e.g. {_flat_example(space)} in a gymnasium ActionWrapper)"
-        )
+    if isinstance(space, gym.spaces.MultiBinary):
+        _check_flat(space, what)
     if isinstance(space, gym.spaces.Box) and not (np.isfinite(space.low).all() and np.isfinite(space.high).all()):
         raise UnsupportedSpace(
             f"{what} {one_line(space)} needs finite bounds (actions are clipped or squashed into them)"
         )
 
 
-def _flat_example(space: gym.Space) -> str:
+def _check_flat(space: gym.Space, what: str) -> None:
+    """Refuse a MultiDiscrete or MultiBinary of two or more dimensions (stable-baselines3's policies take one),
+    naming the flat space a gymnasium wrapper could give instead."""
+    if len(space.shape or ()) == 1:
+        return
     if isinstance(space, gym.spaces.MultiDiscrete):
-        return f"MultiDiscrete({np.asarray(space.nvec).reshape(-1).tolist()})"
-    return f"{type(space).__name__}({int(np.prod(space.shape or ()))})"
+        flat = f"MultiDiscrete({np.asarray(space.nvec).reshape(-1).tolist()})"
+    else:
+        flat = f"{type(space).__name__}({int(np.prod(space.shape or ()))})"
+    raise UnsupportedSpace(
+        f"{what} {one_line(space)} has {len(space.shape or ())} dimensions; stable-baselines3's policies take one: "
+        f"flatten it (e.g. {flat} in a gymnasium wrapper)"
+    )
 
 
 def flat_dim(space: gym.Space) -> int:

@@ -119,7 +119,7 @@ def export(
     """Export the policy of a run (or checkpoint) to `out`; returns the parity report and metadata."""
     ckpt = rundir.resolve(source, which)
     pol, state = checkpoint.load_policy(ckpt, "cpu")
-    obs_space, gen_name = state.observation_space, state.settings.generator
+    obs_space = state.observation_space
     keys = list(obs_space.spaces) if isinstance(obs_space, gym.spaces.Dict) else None
     try:
         module = _Exported(pol, with_value, with_log_prob, keys).eval()
@@ -167,7 +167,13 @@ def export(
             f"(limit {TOLERANCE:.0e}), {report['discrete_mismatches']} discrete mismatches; nothing written"
         )
     fsutil.atomic_write_bytes(out, data)
-    return {"out": str(out), "checkpoint": str(ckpt), "parity": report, "metadata": meta, "generator": gen_name}
+    return {
+        "out": str(out),
+        "checkpoint": str(ckpt),
+        "parity": report,
+        "metadata": meta,
+        "generator": state.settings.generator,
+    }
 
 
 def export_sb3(source: str | Path, out: str | Path, which: str = "best") -> Path:

@@ -19,18 +19,17 @@ from stable_baselines3.sac.policies import Actor, SACPolicy
 
 from gailkit.config import PolicyConfig, SACConfig
 from gailkit.core.errors import GailkitError
-from gailkit.model import encoders
+from gailkit.model import encoders, spaces
 
 DEFAULT_NET = [256, 256]
 DEFAULT_ACTIVATION = "relu"
 
 
 def check_action_space(space: gym.Space) -> None:
-    """A squashed Gaussian needs a Box of finite bounds (SAC's own requirement)."""
+    """A squashed Gaussian needs a Box (SAC's own requirement) of finite bounds (every policy head's: `spaces`)."""
     if not isinstance(space, gym.spaces.Box):
         raise GailkitError(f"generator 'sac' needs a continuous (Box) action space, not {space}; use 'generator: ppo'")
-    if not (np.isfinite(space.low).all() and np.isfinite(space.high).all()):
-        raise GailkitError(f"generator 'sac' needs finite action bounds, not {space}; use 'generator: ppo'")
+    spaces.check_action_space(space)
 
 
 def policy_kwargs(cfg: PolicyConfig, normalize_obs: bool, observation_space: gym.Space) -> dict[str, Any]:

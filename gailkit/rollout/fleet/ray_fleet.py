@@ -19,6 +19,7 @@ from typing import Any
 import gymnasium as gym
 
 from gailkit.config import FleetConfig
+from gailkit.core.errors import first_line
 from gailkit.core.fragments import BadFragment, Fragment, FragmentSpec, Weights
 from gailkit.rollout import wire
 from gailkit.rollout.actor import ActorSpec
@@ -151,7 +152,7 @@ class RayFleet:
                 continue
             try:
                 if isinstance(body, Exception):
-                    raise ProtocolError("actor_error", (str(body).splitlines() or ["(no message)"])[0])
+                    raise ProtocolError("actor_error", first_line(body))
                 token, body = body[:TOKEN_BYTES], body[TOKEN_BYTES:]
                 if self._token.setdefault(slot, token) != token:  # Ray restarted it, maybe between rounds
                     self.restarts += 1
