@@ -8,6 +8,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch as th
+import yaml
 from conftest import ROOT, onnx_plays_as_torch, resumed_equals_uninterrupted, run_cli
 
 from gailkit import config
@@ -379,6 +380,32 @@ def test_auto_picks_sac_only_for_bounded_box_actions_of_slow_envs():
     slow = TrainConfig(env=config.EnvConfig(id=str(ROOT / "tests" / "slow_env.py") + ":SlowBox"))
     assert resolve(slow, box).generator == "sac"
     assert resolve(TrainConfig(env=config.EnvConfig(id="Pendulum-v1")), box).generator == "ppo"
+
+
+def test_auto_picks_sac_for_demos_without_actions_wherever_sac_can_act(tmp_path, pendulum_small):
+    """Without the expert's actions PPO stayed at the random policy's level on every env measured and SAC
+    reached the expert: `auto` takes sac for a bounded Box action space, whatever the env's step costs,
+    and still ppo where SAC cannot act. A real `gailkit train` with no --generator records the choice."""
+    from gailkit.algo.generator import choose
+    from gailkit.config import TrainConfig
+
+    auto, box = TrainConfig(), gym.spaces.Box(-1, 1, (2,), np.float32)
+    assert choose(auto, box, None, has_actions=False) == "sac" and choose(auto, box, None) == "ppo"
+    unbounded = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
+    assert choose(auto, gym.spaces.Discrete(2), None, has_actions=False) == "ppo"
+    assert choose(auto, unbounded, None, has_actions=False) == "ppo"
+    assert choose(TrainConfig(generator="ppo"), box, None, has_actions=False) == "ppo"  # a user's choice stays
+    obs_only = demos.save(demos.strip_actions(demos.load_file(pendulum_small)), tmp_path / "obs.arrow")
+    for d, want in ((obs_only, "sac"), (pendulum_small, "ppo")):
+        run = tmp_path / f"run-{want}"
+        r = run_cli(
+            "train", "--env", "Pendulum-v1", "--demos", str(d), "--run-dir", str(run), "--preset", "tiny",
+            "--set", "total_steps=64", "--set", "eval_every=0", "--quiet",
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        assert yaml.safe_load((run / "config.yaml").read_text())["generator"] == want
+        first = next(line for line in (r.stdout + r.stderr).splitlines() if line.startswith("gailkit train:"))
+        assert f", {want}, " in first
 
 
 def test_sac_learns_from_observations_only(tmp_path, pendulum_small):

@@ -139,7 +139,7 @@ class Run:
         expert_demos = demos.load(cfg.demos, cfg.env.id, spaces, *how, frame_stack=cfg.env.frame_stack)
         if not expert_demos.has_actions:
             cfg = cfg.observation_only()
-        cfg = resolve_generator(cfg, spaces[1], allow_code)
+        cfg = resolve_generator(cfg, spaces[1], allow_code, expert_demos.has_actions)
         cfg.check()
         n_acts = len(expert_demos) if expert_demos.has_actions else 0
         whole = expert_demos.n_episodes if n_acts and expert_demos.whole_episodes() else 0

@@ -99,27 +99,43 @@ wall-clock to 0.9 is the shorter one only once an env step costs more than about
 level to the end of the run, 0.94, where PPO slipped to 0.55: pick sac yourself when the last policy
 matters more than the time.)"""
 
+OBSERVATION_ONLY: Literal["ppo", "sac"] = "sac"
+"""`generator: auto` for demos without actions (BENCHMARKS.md, "Where BC fails", protocol (d), 4 whole
+episodes without actions): PPO with the state-only discriminator stayed at the random policy's level
+(0.06 of the expert on Hopper at 100k env steps, 0.05 on HalfCheetah at 200k), where SAC reached 0.9 on
+every run measured (Hopper and HalfCheetah, 3 seeds each, within 60k-160k; Walker2d and Ant within 300k).
+No step time makes a generator that does not get there the faster one, so the env's step is not timed."""
 
-def choose(settings: TrainConfig, action_space: gym.Space, env_step_s: float | None = None) -> Literal["ppo", "sac"]:
+
+def choose(
+    settings: TrainConfig, action_space: gym.Space, env_step_s: float | None = None, has_actions: bool = True
+) -> Literal["ppo", "sac"]:
     """The generator `settings.generator` means: itself, or for `auto`, sac when the actions are a bounded
-    Box and one env step takes at least `SLOW_ENV_STEP_S` (`env_step_s`, measured), else ppo."""
+    Box and either the demos have no actions (`OBSERVATION_ONLY`) or one env step takes at least
+    `SLOW_ENV_STEP_S` (`env_step_s`, measured); else ppo."""
     if settings.generator != "auto":
         return settings.generator
     box = action_space if isinstance(action_space, gym.spaces.Box) else None
     bounded = box is not None and bool(np.isfinite(box.low).all() and np.isfinite(box.high).all())
-    return "sac" if bounded and env_step_s is not None and env_step_s >= SLOW_ENV_STEP_S else "ppo"
+    if not bounded:
+        return "ppo"
+    if not has_actions:
+        return OBSERVATION_ONLY
+    return "sac" if env_step_s is not None and env_step_s >= SLOW_ENV_STEP_S else "ppo"
 
 
-def resolve(settings: TrainConfig, action_space: gym.Space, allow_code: bool = True) -> TrainConfig:
+def resolve(
+    settings: TrainConfig, action_space: gym.Space, allow_code: bool = True, has_actions: bool = True
+) -> TrainConfig:
     """The settings with `generator: auto` chosen (`choose`, timing the env's step first when that
     decides) and the discriminator's settings that depend on it filled in: `disc.grad_penalty: -1` is
     10 with sac (DAC's), 0 with ppo."""
     step_s = None
-    if settings.generator == "auto" and isinstance(action_space, gym.spaces.Box):
+    if settings.generator == "auto" and isinstance(action_space, gym.spaces.Box) and has_actions:
         from gailkit.data import envs
 
         step_s = envs.step_seconds(settings.env, allow_code)
-    name = choose(settings, action_space, step_s)
+    name = choose(settings, action_space, step_s, has_actions)
     gp = settings.disc.grad_penalty
     disc = dataclasses.replace(settings.disc, grad_penalty=(10.0 if name == "sac" else 0.0) if gp == -1 else gp)
     return dataclasses.replace(settings, generator=name, disc=disc)
