@@ -14,6 +14,14 @@ def test_help_does_not_import_torch():
     assert out.stdout.strip() == "False"
 
 
+def test_python_dash_m_gailkit_is_the_same_command_line():
+    """`python -m gailkit` (a notebook's `!python -m gailkit ...`, an env without the script on PATH)."""
+    r = subprocess.run([sys.executable, "-m", "gailkit", "train", "--env"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 2 and "--env" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "gailkit", "--version"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0 and r.stdout.startswith("gailkit ")
+
+
 def test_record_inspect_convert(tmp_path):
     out = tmp_path / "custom.arrow"
     r = run_cli("demos", "record", "--expert", "scripted", "--env", "CustomEnv", "--episodes", "3", "--out", str(out))
