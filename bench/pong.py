@@ -3,6 +3,7 @@ stacks cost on disk and in memory, and what a fragment of Pong frames costs on t
 
     python bench/pong.py --demos data/pong.arrow --random-episodes 10
     python bench/pong.py --demos data/pong.arrow --bc           # BC alone on the same demos
+    python bench/pong.py --demos pong20.arrow --bc --set bc.epochs=31  # BC alone, as many steps as a run's BC
     python bench/pong.py --summarize runs/pong                   # a `gailkit train` run's curve
     python bench/pong.py --train-memory                          # peak memory of a one-round train
     python bench/pong.py --read-memory                           # peak memory of reading the demo file
@@ -103,8 +104,8 @@ def summarize(run: Path) -> None:
             print(f"  {col}: first {v[0]:.3f}, last {v[-1]:.3f}; 5th/50th/95th percentile {p5:.3f}/{p50:.3f}/{p95:.3f}")
 
 
-def behaviour_cloning_alone(demos_path: Path, episodes: int) -> None:
-    cfg = train.train_config(ENV.id, str(demos_path), None, ["total_steps=1", f"eval_episodes={episodes}"])
+def behaviour_cloning_alone(demos_path: Path, episodes: int, sets: list[str] = ()) -> None:
+    cfg = train.train_config(ENV.id, str(demos_path), None, ["total_steps=1", f"eval_episodes={episodes}", *sets])
     with tempfile.TemporaryDirectory() as tmp:
         out = train.train(cfg, Path(tmp) / "bc", quiet=True, log=lambda m: None)
         refs = checkpoint.load(Path(tmp) / "bc" / "final" / "checkpoint.pt").references
@@ -396,6 +397,7 @@ def main() -> None:
     p.add_argument("--random-episodes", type=int, default=10)
     p.add_argument("--bc", action="store_true", help="BC alone on the demos instead")
     p.add_argument("--eval-episodes", type=int, default=10)
+    p.add_argument("--set", action="append", default=[], help="with --bc: a setting of the run (bc.epochs=31)")
     p.add_argument("--summarize", type=Path, help="a gailkit train run's folder: its curve instead")
     p.add_argument("--train-memory", action="store_true", help="peak memory of a one-round train instead")
     p.add_argument("--read-memory", action="store_true", help="peak memory of reading the demo file instead")
@@ -427,7 +429,7 @@ def main() -> None:
     if args.summarize:
         return summarize(args.summarize)
     if args.bc:
-        return behaviour_cloning_alone(args.demos, args.eval_episodes)
+        return behaviour_cloning_alone(args.demos, args.eval_episodes, args.set)
     print(f"# Pong data: {args.demos}; {platform.machine()}, {time.strftime('%Y-%m-%d')}", flush=True)
     t0 = time.perf_counter()
     frames = demos.load_file(args.demos)
