@@ -13,8 +13,22 @@ import pytest
 from gailkit.data import experts
 
 ROOT = Path(__file__).resolve().parents[1]
-# gailkit's own per-user files (the tune signing key) go to a folder of the test run, not the user's ~/.config.
-os.environ.setdefault("XDG_CONFIG_HOME", str(Path(os.environ.get("TMPDIR", "/tmp")) / f"gailkit-tests-{os.getpid()}"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _own_folders(tmp_path_factory):
+    """gailkit's per-user files (the tune signing key) and the folders SB3's `learn()` makes for its logger
+    go to this test run's temporary folder (pytest keeps the last three), not the user's ~/.config or loose
+    folders in the system's temp directory; subprocesses inherit both."""
+    saved = {k: os.environ.get(k) for k in ("XDG_CONFIG_HOME", "SB3_LOGDIR")}
+    os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("config"))
+    os.environ["SB3_LOGDIR"] = str(tmp_path_factory.mktemp("sb3-logs"))
+    yield
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 @pytest.fixture(scope="session")
