@@ -246,3 +246,31 @@ def test_frame_stacks_held_as_frames_train_the_discriminator_and_bc_exactly_as_t
     assert not pools[0].obs[len(d) :].any()  # the absorbing rows' observations are zeros
     assert losses[0] == losses[1]
     assert all(th.equal(weights[0][k], weights[1][k]) for k in weights[0])
+
+
+@pytest.mark.slow
+def test_an_sb3_atari_expert_trained_on_its_own_frame_stack_records_and_evaluates(tmp_path):
+    """An rl-zoo-style expert (SB3's `make_atari_env` and `VecFrameStack(4)`, 84x84x4 frames transposed by
+    SB3 to 4x84x84) is checked against the env as train makes it (preprocessed and stacked, from
+    experts/pong.gail.yaml), not the raw console frames; the recorded actions are the model's own
+    `predict` on the stacks the file rebuilds, and `evaluate` plays the zip on the same pipeline."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_atari_env
+    from stable_baselines3.common.vec_env import VecFrameStack
+
+    venv = VecFrameStack(make_atari_env("ALE/Pong-v5", n_envs=1, seed=0, env_kwargs={"frameskip": 1}), n_stack=4)
+    model = PPO("CnnPolicy", venv, n_steps=32, batch_size=32, n_epochs=1, seed=0, device="cpu")
+    model.learn(32)
+    model.save(tmp_path / "zoo.zip")
+    venv.close()
+    out = tmp_path / "zoo.arrow"
+    r = run_cli("demos", "record", "--expert", str(tmp_path / "zoo.zip"), "--env", "ALE/Pong-v5", "--episodes", "1",
+                "--max-episode-steps", "60", "--out", str(out))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    cfg = EnvConfig(id="ALE/Pong-v5", preprocess="atari", frame_stack=4, max_episode_steps=60)
+    d = demos.load(out, "ALE/Pong-v5", envs.spaces(cfg), frame_stack=4)
+    assert d.obs.shape == (60, 4, 84, 84)
+    want, _ = model.predict(np.asarray(d.obs), deterministic=True)
+    np.testing.assert_array_equal(d.acts, want)
+    r = run_cli("evaluate", str(tmp_path / "zoo.zip"), "--env", "ALE/Pong-v5", "--episodes", "1", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["policy"]["returns"], r.stderr

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from gailkit.config import EnvConfig, TrainConfig
+from gailkit.config import TrainConfig
 from gailkit.config.envid import same_env
 from gailkit.core import fsutil
 from gailkit.core.errors import GailkitError
@@ -47,7 +47,7 @@ def _load(source: Path, env_id: str | None, which: str, deterministic: bool = Tr
         from gailkit.data import experts
 
         act, env_name, _ = experts.load_expert(str(source), env_id, deterministic=deterministic)
-        return act, EnvConfig(id=env_name), env_name == env_id, None, None, None
+        return act, experts.env_settings(env_name), env_name == env_id, None, None, None  # the env train makes
     path = rundir.resolve(source, which)
     pol, state = checkpoint.load_policy(path)
     cfg = state.settings

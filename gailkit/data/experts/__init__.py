@@ -67,11 +67,17 @@ def expert_config(env_id: str, config_file: str | None = None, overrides: Sequen
 
 
 def load_expert(
-    spec: str, env_id: str | None, deterministic: bool, vecnormalize_file: str | Path | None = None
+    spec: str,
+    env_id: str | None,
+    deterministic: bool,
+    vecnormalize_file: str | Path | None = None,
+    env_for: Callable[[str], EnvConfig] | None = None,
 ) -> tuple[Policy | Scripted, str, dict]:
     """`(policy, env_id, info)` for an SB3 zip, an rl-zoo3 log folder (`logs/ALGO/ENV_N/`), a scripted
     expert name of the env, or module:function. `vecnormalize_file`: the zip's VecNormalize statistics
-    (default: found beside it, `vecnormalize.find`)."""
+    (default: found beside it, `vecnormalize.find`). A zip's network is checked against the env as it will
+    be played, `env_for(env_id)` (default `env_settings`: preprocessing and frame stack as `train` makes
+    the env; an Atari expert trained on stacked 84x84 frames needs them)."""
     path = Path(spec)
     typed = env_id is not None  # a code env may load only when the user typed it (files are data)
     if path.is_dir():
@@ -92,7 +98,7 @@ def load_expert(
         env_id = env_id or file_env
         if not env_id:
             raise ExpertError(f"--expert {spec}: no {meta_path.name} beside it naming its env; pass --env")
-        obs_space, act_space = envs.spaces(env_id, allow_code=typed, source=str(meta_path))
+        obs_space, act_space = envs.spaces((env_for or env_settings)(env_id), allow_code=typed, source=str(meta_path))
         from gailkit.model import policy
 
         try:
@@ -189,21 +195,26 @@ def record_demos(
     is measured on other seeds (`seed + 100000 + i`) for the metadata.
     """
     allow_code = env_id is not None
-    pol, env_name, info = load_expert(spec, env_id, not sample, vecnormalize_file)
-    if "vecnormalize" in info:
-        log(f"expert: {spec} with the observation statistics of {info['vecnormalize']} (VecNormalize)")
-    env_cfg = env_settings(env_name)
-    if preprocess is not None or frame_stack is not None or max_episode_steps is not None:
+
+    def env_for(name: str) -> EnvConfig:
+        env_cfg = env_settings(name)
+        if preprocess is None and frame_stack is None and max_episode_steps is None:
+            return env_cfg
         picked = {
             "preprocess": preprocess or env_cfg.preprocess,
             "frame_stack": frame_stack or env_cfg.frame_stack,
             "max_episode_steps": env_cfg.max_episode_steps if max_episode_steps is None else max_episode_steps,
         }
-        env_cfg = config.from_dict(EnvConfig, {**config.to_dict(env_cfg), **picked}, "env")
+        return config.from_dict(EnvConfig, {**config.to_dict(env_cfg), **picked}, "env")
+
+    pol, env_name, info = load_expert(spec, env_id, not sample, vecnormalize_file, env_for)
+    if "vecnormalize" in info:
+        log(f"expert: {spec} with the observation statistics of {info['vecnormalize']} (VecNormalize)")
+    env_cfg = env_for(env_name)
     d = record(pol, env_cfg, episodes, seed, source=spec, allow_code=allow_code)
     reference = d.episode_returns()
     if sample:
-        det, _, _ = load_expert(spec, env_name, True, vecnormalize_file)
+        det, _, _ = load_expert(spec, env_name, True, vecnormalize_file, env_for)
         reference = record(det, env_cfg, max(10, min(episodes, 50)), seed + 100_000, spec, allow_code).episode_returns()
     assert reference is not None, "recorded episodes always carry their returns"
     d.meta.expert_return, d.meta.expert_return_std = float(reference.mean()), float(reference.std())
