@@ -274,3 +274,33 @@ def test_an_sb3_atari_expert_trained_on_its_own_frame_stack_records_and_evaluate
     np.testing.assert_array_equal(d.acts, want)
     r = run_cli("evaluate", str(tmp_path / "zoo.zip"), "--env", "ALE/Pong-v5", "--episodes", "1", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["policy"]["returns"], r.stderr
+    # the same model in an rl-zoo3 log folder for the env id it trains on: its config.yml (rl-zoo3 dumps an
+    # OrderedDict) names AtariWrapper and frame_stack, which pick the pipeline without flags
+    import collections
+    import shutil
+
+    import yaml
+
+    folder = tmp_path / "logs" / "ppo" / "PongNoFrameskip-v4_1"
+    (folder / "PongNoFrameskip-v4").mkdir(parents=True)
+    shutil.copy(tmp_path / "zoo.zip", folder / "PongNoFrameskip-v4.zip")
+    params = collections.OrderedDict(
+        [("env_wrapper", ["stable_baselines3.common.atari_wrappers.AtariWrapper"]), ("frame_stack", 4),
+         ("n_envs", 8), ("policy", "CnnPolicy"), ("normalize", False)]
+    )  # fmt: skip
+    (folder / "PongNoFrameskip-v4" / "config.yml").write_text(yaml.dump(params))
+    assert "python/object/apply:collections.OrderedDict" in (folder / "PongNoFrameskip-v4" / "config.yml").read_text()
+    out = tmp_path / "zoo-folder.arrow"
+    r = run_cli("demos", "record", "--expert", str(folder), "--episodes", "1", "--max-episode-steps", "30",
+                "--out", str(out))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "preprocess atari, frame_stack 4 (its config.yml)" in r.stdout + r.stderr
+    cfg = EnvConfig(id="PongNoFrameskip-v4", preprocess="atari", frame_stack=4, max_episode_steps=30)
+    d = demos.load(out, "PongNoFrameskip-v4", envs.spaces(cfg), frame_stack=4)
+    np.testing.assert_array_equal(d.acts, model.predict(np.asarray(d.obs), deterministic=True)[0])
+    # a config.yml with any other tag is refused in one line and runs nothing
+    marker = tmp_path / "ran"
+    (folder / "PongNoFrameskip-v4" / "config.yml").write_text(f"!!python/object/apply:os.system ['touch {marker}']\n")
+    r = run_cli("demos", "record", "--expert", str(folder), "--episodes", "1", "--out", str(tmp_path / "no.arrow"))
+    assert r.returncode == 2 and "config.yml: not rl-zoo3's hyperparameters" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not marker.exists() and not (tmp_path / "no.arrow").exists()

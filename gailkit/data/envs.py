@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.util
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -94,14 +95,24 @@ def _load_class(name: str) -> type:
     return cls
 
 
+_ALE_LEGACY = re.compile(r"[A-Z][A-Za-z]*(-ram)?(NoFrameskip|Deterministic)?-v[04]")
+"""ale-py's older ids (`PongNoFrameskip-v4`, what rl-zoo3's Atari experts were trained on), registered
+with its `ALE/...-v5` ones."""
+
+
 def _is_registered(name: str) -> bool:
-    for prefix, module in (("seals/", "seals"), ("ALE/", "ale_py")):
-        if name.startswith(prefix) and name not in gym.registry:
+    wanted = (
+        ("seals", name.startswith("seals/"), None),
+        ("ale_py", name.startswith("ALE/"), f"--env {name}: Atari envs need ale-py: pip install 'gailkit[atari]'"),
+        ("ale_py", _ALE_LEGACY.fullmatch(name) is not None, None),  # not Atari's, maybe: no error without ale-py
+    )
+    for module, needed, missing in wanted:
+        if needed and name not in gym.registry:
             try:
                 gym.register_envs(importlib.import_module(module))
             except ImportError:
-                if module == "ale_py":
-                    raise EnvError(f"--env {name}: Atari envs need ale-py: pip install 'gailkit[atari]'") from None
+                if missing:
+                    raise EnvError(missing) from None
     return name in gym.registry
 
 

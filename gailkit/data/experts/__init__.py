@@ -19,6 +19,7 @@ from gailkit.core import obs as obs_tree
 from gailkit.core.errors import EnvError, ExpertError, GailkitError
 from gailkit.data import demos, envs
 from gailkit.data.demos import stacks
+from gailkit.data.experts import zoo
 
 REPO_EXPERTS = Path(__file__).resolve().parents[3] / "experts"  # gailkit/data/experts/ -> the project
 Policy = Callable[[np.ndarray], Any]
@@ -81,7 +82,7 @@ def load_expert(
     path = Path(spec)
     typed = env_id is not None  # a code env may load only when the user typed it (files are data)
     if path.is_dir():
-        path, folder_env = _zoo_model(path)
+        path, folder_env = zoo.model(path)
         env_id = env_id or folder_env
     if path.suffix == ".zip":
         if not path.is_file():
@@ -132,22 +133,6 @@ def load_expert(
     )
 
 
-def _zoo_model(folder: Path) -> tuple[Path, str | None]:
-    """An rl-zoo3 log folder's model and env: `logs/ppo/CartPole-v1_1/` holds `CartPole-v1.zip` (and
-    `best_model.zip` with evaluation on); its VecNormalize statistics in `CartPole-v1/vecnormalize.pkl`."""
-    env = re.sub(r"_\d+$", "", folder.name) or None
-    for name in (f"{env}.zip", "best_model.zip"):
-        if (folder / name).is_file():
-            return folder / name, env
-    zips = sorted(folder.glob("*.zip"))
-    if len(zips) == 1:
-        return zips[0], env
-    raise ExpertError(
-        f"--expert {folder}: a folder holding {env}.zip or best_model.zip (rl-zoo3's logs/ALGO/ENV_N/), "
-        f"found {', '.join(z.name for z in zips) or 'no .zip'}"
-    )
-
-
 def _policy_actor(pol: Any, deterministic: bool) -> Policy:
     """One observation -> the action the env is given, through SB3's own `predict` (any policy class:
     scaling of squashed actions, clipping to the Box bounds, channels-first frames all as SB3 does)."""
@@ -195,17 +180,19 @@ def record_demos(
     is measured on other seeds (`seed + 100000 + i`) for the metadata.
     """
     allow_code = env_id is not None
+    from_zoo: dict[str, Any] = {}
+    if Path(spec).is_dir():  # an rl-zoo3 folder: its config.yml names the wrappers the expert saw
+        folder = Path(spec)
+        folder_env = zoo.model(folder)[1]
+        from_zoo = zoo.env_pipeline(zoo.hyperparams(folder, folder_env), folder / str(folder_env) / "config.yml")
+        if from_zoo:
+            log(f"expert: {spec} trained with {', '.join(f'{k} {v}' for k, v in from_zoo.items())} (its config.yml)")
+    typed = {"preprocess": preprocess, "frame_stack": frame_stack, "max_episode_steps": max_episode_steps}
+    picked = {**from_zoo, **{k: v for k, v in typed.items() if v is not None}}  # flags over the folder's
 
     def env_for(name: str) -> EnvConfig:
         env_cfg = env_settings(name)
-        if preprocess is None and frame_stack is None and max_episode_steps is None:
-            return env_cfg
-        picked = {
-            "preprocess": preprocess or env_cfg.preprocess,
-            "frame_stack": frame_stack or env_cfg.frame_stack,
-            "max_episode_steps": env_cfg.max_episode_steps if max_episode_steps is None else max_episode_steps,
-        }
-        return config.from_dict(EnvConfig, {**config.to_dict(env_cfg), **picked}, "env")
+        return config.from_dict(EnvConfig, {**config.to_dict(env_cfg), **picked}, "env") if picked else env_cfg
 
     pol, env_name, info = load_expert(spec, env_id, not sample, vecnormalize_file, env_for)
     if "vecnormalize" in info:

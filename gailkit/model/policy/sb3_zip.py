@@ -162,7 +162,14 @@ def _trained_space(path: Path, data: dict, observation_space: Any, cls: type) ->
 
         low, high = observation_space.low.transpose(2, 0, 1), observation_space.high.transpose(2, 0, 1)
         return gym.spaces.Box(low, high, dtype=observation_space.dtype)
-    raise ValueError(f"{path}: trained on observations of shape {tuple(shape)}, the env has {observation_space.shape}")
+    hint = ""
+    if len(shape) == 3 and tuple(shape[1:]) == (84, 84) and env_shape != tuple(shape):
+        hint = (
+            f" (84x84 frames in a stack of {shape[0]}: the Atari pipeline, --preprocess atari --frame-stack {shape[0]})"
+        )
+    raise ValueError(
+        f"{path}: trained on observations of shape {tuple(shape)}, the env has {observation_space.shape}{hint}"
+    )
 
 
 def _channels_first(space: Any) -> Any:
