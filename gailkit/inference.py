@@ -8,7 +8,6 @@ actions = pi.predict(batch)         # (N, *obs_shape) -> (N, *act_shape)
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import numpy as np
 
 from gailkit.core import obs as obs_tree
 from gailkit.core.errors import GailkitError, first_line
+from gailkit.core.textparse import loads_json
 
 
 class InferenceError(GailkitError):
@@ -57,7 +57,7 @@ class OnnxPolicy:
         self.metadata: dict[str, str] = dict(meta)
         self.env_id: str = meta.get("env_id", "")
         try:  # the env as trained: its kwargs, preprocessing and frame stack (files of gailkit < 0.5: the id alone)
-            env = json.loads(meta.get("env", "{}"))
+            env = loads_json(meta.get("env", "{}"))
         except ValueError:
             raise InferenceError(f"{path}: its gailkit metadata 'env' is not JSON") from None
         if not isinstance(env, dict) or not isinstance(env.get("kwargs", {}), dict):
@@ -66,8 +66,8 @@ class OnnxPolicy:
             k: env[k] for k in ("kwargs", "preprocess", "frame_stack", "max_episode_steps") if k in env
         }
         try:
-            self.observation_space: dict[str, Any] = _space(json.loads(meta["observation_space"]))
-            self.action_space: dict[str, Any] = _space(json.loads(meta["action_space"]), nested=True)  # never a Dict
+            self.observation_space: dict[str, Any] = _space(loads_json(meta["observation_space"]))
+            self.action_space: dict[str, Any] = _space(loads_json(meta["action_space"]), nested=True)  # never a Dict
         except (KeyError, ValueError, TypeError) as e:
             raise InferenceError(f"{path}: its gailkit metadata is malformed ({type(e).__name__}: {e})") from None
         obs = self.observation_space

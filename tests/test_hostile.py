@@ -563,6 +563,11 @@ def test_crafted_onnx_files_are_one_line(tmp_path):
             {},
             "metadata is malformed",
         ),
+        "nested too deeply": (
+            {"observation_space": "[" * 100_000, "action_space": box, "env_id": "CustomEnv"},
+            {},
+            "metadata is malformed (ValueError: JSON nested too deeply)",
+        ),
         "unknown space": (
             {"observation_space": '{"type": "Graph"}', "action_space": box, "env_id": "CustomEnv"},
             {},
@@ -610,6 +615,52 @@ def test_crafted_onnx_files_are_one_line(tmp_path):
             assert r.returncode in (0, 2) and "Traceback" not in r.stderr, (name, r.stderr)
         else:
             _one_line(r, message)
+
+
+def test_json_and_yaml_nested_too_deeply_are_one_line_everywhere(tmp_path):
+    """Python's JSON decoder and YAML's composer recurse once a level: `[[[[...` of a few hundred KB raised
+    RecursionError, a traceback, from a settings file, a run's config.yaml, an expert's JSON, an SB3 zip,
+    Minari's metadata, an rl-zoo3 config.yml; each is one line now (ONNX metadata: the crafted-ONNX test)."""
+    import shutil
+    import zipfile
+
+    from gailkit.rollout import wire
+
+    deep_json, deep_yaml = "[" * 200_000 + "]" * 200_000, "a: " + "[" * 200_000 + "]" * 200_000 + "\n"
+    (tmp_path / "deep.yaml").write_text(deep_yaml)
+    demos_args = ("--env", "CartPole-v1", "--demos", "data/cartpole.arrow")
+    r = run_cli("train", *demos_args, "--config", str(tmp_path / "deep.yaml"), "--run-dir", str(tmp_path / "r1"))
+    _one_line(r, "deep.yaml: not valid YAML (YAML nested too deeply)")
+    r = run_cli("train", *demos_args, "--set", "ppo.n_steps=" + "[" * 20_000, "--run-dir", str(tmp_path / "r2"))
+    _one_line(r, "'ppo.n_steps': expected an integer")
+    run = tmp_path / "run"
+    r = run_cli("train", *demos_args, "--preset", "tiny", "--total-steps", "64", "--run-dir", str(run), "--quiet")
+    assert r.returncode == 0, r.stderr
+    (run / "config.yaml").write_text(deep_yaml)
+    _one_line(run_cli("train", "--resume", str(run)), "config.yaml: not valid YAML (YAML nested too deeply)")
+    shutil.copy(ROOT / "experts" / "cartpole.zip", tmp_path / "e.zip")
+    (tmp_path / "e.json").write_text(deep_json)
+    record = ("demos", "record", "--episodes", "1", "--out", str(tmp_path / "x.arrow"))
+    r = run_cli(*record, "--expert", str(tmp_path / "e.zip"), "--env", "CartPole-v1")
+    _one_line(r, "e.json: not readable JSON (JSON nested too deeply)")
+    with zipfile.ZipFile(tmp_path / "z.zip", "w") as z:
+        z.writestr("data", deep_json)
+        z.writestr("policy.pth", b"")
+    r = run_cli(*record, "--expert", str(tmp_path / "z.zip"), "--env", "CartPole-v1")
+    _one_line(r, "z.zip: not a readable stable-baselines3 zip (ValueError: JSON nested too deeply)")
+    zoo = tmp_path / "logs" / "ppo" / "CartPole-v1_1"
+    (zoo / "CartPole-v1").mkdir(parents=True)
+    shutil.copy(ROOT / "experts" / "cartpole.zip", zoo / "CartPole-v1.zip")
+    (zoo / "CartPole-v1" / "config.yml").write_text(deep_yaml)
+    _one_line(
+        run_cli(*record, "--expert", str(zoo)), "config.yml: not rl-zoo3's hyperparameters (YAML nested too deeply)"
+    )
+    (tmp_path / "mi" / "data").mkdir(parents=True)
+    (tmp_path / "mi" / "data" / "metadata.json").write_text(deep_json)
+    _one_line(run_cli("demos", "inspect", str(tmp_path / "mi")), "no demo files")
+    assert not (tmp_path / "x.arrow").exists()
+    with pytest.raises(wire.ProtocolError, match="bad JSON"):
+        wire.decode_json(deep_json.encode())
 
 
 def _tmpfs(folder: Path, size_kb: int) -> bool:

@@ -21,11 +21,13 @@ SUBPACKAGES = {
     "run": 5,
     "tune": 6,
     "cli": 7,
+    "__main__": 8,  # `python -m gailkit`: the CLI's entry point
 }
 LAYERS = {
     "gailkit": -9,
     "errors": -3,
     "fsutil": -2,
+    "textparse": -2,  # JSON and YAML with their nesting bounded (json, and yaml when asked)
     "limits": -2,
     "arrow_tensors": -1,
     "framestacks": -2,  # frame stacks held as frames and an index (numpy arrays or torch tensors; no torch import)

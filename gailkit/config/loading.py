@@ -13,6 +13,7 @@ from typing import Any, Literal, TypeVar
 import yaml
 
 from gailkit.config.fields import FieldError
+from gailkit.core import textparse
 from gailkit.core.errors import ConfigError
 
 T = TypeVar("T")
@@ -88,7 +89,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if not all(keys):
         raise ConfigError(f"--set {text!r}: empty key segment in {key!r}")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = textparse.load_yaml(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
     return keys, value
@@ -112,10 +113,9 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not a text file") from None
     try:
-        data = yaml.safe_load(text)
+        data = textparse.load_yaml(text)
     except yaml.YAMLError as e:
-        where = getattr(e, "problem_mark", None)
-        line = f" line {where.line + 1}" if where else ""
+        line = f" line {where.line + 1}" if (where := getattr(e, "problem_mark", None)) else ""
         raise ConfigError(f"{path}:{line} not valid YAML ({getattr(e, 'problem', e)})") from None
     if data is None:
         return {}

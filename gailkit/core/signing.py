@@ -18,7 +18,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from gailkit.core import fsutil
+from gailkit.core import fsutil, textparse
 from gailkit.core.errors import GailkitError
 
 VERSION = 1
@@ -107,7 +107,7 @@ def verify(folder: str | Path, signature: str | Path) -> None:
     """Raise `SignatureError` unless `folder` holds exactly the files `signature` signed, unchanged."""
     folder, signature = Path(folder), Path(signature)
     try:
-        doc = json.loads(fsutil.read_regular(signature, 16 << 20))
+        doc = textparse.loads_json(fsutil.read_regular(signature, 16 << 20))
         files, mac = doc["files"], doc["mac"]
         if doc.get("version") != VERSION or not isinstance(files, dict) or not isinstance(mac, str):
             raise ValueError("unknown layout")

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from gailkit.core import arrow_tensors, limits
+from gailkit.core import arrow_tensors, limits, textparse
 from gailkit.core import obs as obs_tree
 from gailkit.core.errors import InputError
 from gailkit.core.fragments import Fragment, Weights
@@ -132,7 +132,7 @@ def decode_fragment(body: bytes, actor_id: int, policy_version: int) -> Fragment
     wire; from the slot and the version asked for with Ray)."""
     batch = _read_batch(body)
     try:
-        meta = json.loads((batch.schema.metadata or {})[b"gailkit"])
+        meta = textparse.loads_json((batch.schema.metadata or {})[b"gailkit"])
         t, e = int(meta["n_steps"]), int(meta["n_envs"])
         if batch.num_rows != t * e:
             raise ValueError(f"{batch.num_rows} rows for {t} x {e}")
@@ -203,7 +203,7 @@ def decode_weights(body: bytes, policy_version: int) -> Weights:
 def _decode_weights(body: bytes, policy_version: int) -> tuple[Weights, dict[str, Any]]:
     batch = _read_batch(body)
     try:
-        meta = json.loads((batch.schema.metadata or {}).get(b"gailkit", b"{}"))
+        meta = textparse.loads_json((batch.schema.metadata or {}).get(b"gailkit", b"{}"))
         cols = batch.to_pydict()
         tensors = {}
         for name, dtype, shape, data in zip(cols["name"], cols["dtype"], cols["shape"], cols["data"]):
@@ -221,7 +221,7 @@ def encode_json(d: dict[str, Any]) -> bytes:
 
 def decode_json(body: bytes) -> dict[str, Any]:
     try:
-        d = json.loads(body.decode())
+        d = textparse.loads_json(body.decode())
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise ProtocolError("malformed", f"bad JSON ({type(e).__name__})") from None
     if not isinstance(d, dict):

@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from gailkit.algo.generator.replay import Replay, read_ipc, shape_dtype, to_ipc
-from gailkit.core import limits
+from gailkit.core import limits, textparse
 from gailkit.core.arrow_tensors import to_arrow, to_numpy
 
 FRAMES_PER_ROW = 2
@@ -188,7 +188,7 @@ class FrameReplay:
         if head + n_header + n_a + n_b != len(data):
             raise ValueError("unreadable replay (its parts' lengths do not add up)")
         try:
-            header = json.loads(data[head : head + n_header])
+            header = textparse.loads_json(data[head : head + n_header])
             written, first = int(header["written"]), int(header["first"])
         except (ValueError, KeyError, TypeError):
             raise ValueError("unreadable replay (header)") from None

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from gailkit.core import arrow_tensors, fsutil
+from gailkit.core import arrow_tensors, fsutil, textparse
 from gailkit.core import obs as obs_tree
 from gailkit.core.errors import DemoError
 from gailkit.data.demos.arrow_read import Columns, column_to_numpy, first_line, open_ipc_schema, read_columns
@@ -47,7 +47,7 @@ def _meta_from_schema(schema: pa.Schema, fmt: str, path: Path) -> DemoMeta:
     if raw is None:
         return DemoMeta(format=fmt, path=str(path))
     try:
-        d = json.loads(raw)
+        d = textparse.loads_json(raw)
     except ValueError:
         raise DemoError(f"{path}: schema metadata 'gailkit' is not valid JSON") from None
     return DemoMeta.from_json(d, fmt, str(path))

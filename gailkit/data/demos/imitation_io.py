@@ -4,13 +4,12 @@ column, which can run code, is never decoded, and no shard outside the folder is
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
-from gailkit.core import fsutil, limits
+from gailkit.core import fsutil, limits, textparse
 from gailkit.core.errors import DemoError, first_line
 from gailkit.data.demos.arrow_read import nested_lists_to_numpy
 from gailkit.data.demos.core import DemoMeta, Demos
@@ -22,7 +21,7 @@ def is_imitation_dataset(path: Path) -> bool:
 
 def read_imitation_dataset(path: Path) -> Demos:
     try:
-        state = json.loads(fsutil.read_regular(path / "state.json", 1 << 20))
+        state = textparse.loads_json(fsutil.read_regular(path / "state.json", 1 << 20))
         files = [path / f["filename"] for f in state["_data_files"]]
         if not files or not all(isinstance(f["filename"], str) for f in state["_data_files"]):
             raise ValueError("no data files listed")

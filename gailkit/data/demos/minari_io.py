@@ -12,7 +12,6 @@ with `part-*.arrow`. Minari stores T + 1 observations for an episode of T steps;
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from gailkit.core import fsutil
+from gailkit.core import fsutil, textparse
 from gailkit.core import obs as obs_tree
 from gailkit.core.errors import DemoError, GailkitError
 from gailkit.data.demos.core import DemoMeta, Demos, space_from_json, space_to_json
@@ -61,7 +60,7 @@ def is_dataset(path: Path) -> bool:
     if not meta.is_file():
         return False
     try:
-        d = json.loads(fsutil.read_regular(meta, 16 << 20))
+        d = textparse.loads_json(fsutil.read_regular(meta, 16 << 20))
     except (OSError, ValueError, GailkitError):
         return False
     return isinstance(d, dict) and "data_format" in d and "observation_space" in d
@@ -69,7 +68,7 @@ def is_dataset(path: Path) -> bool:
 
 def _metadata(data: Path) -> dict[str, Any]:
     try:
-        meta = json.loads(fsutil.read_regular(data / "metadata.json", 16 << 20))
+        meta = textparse.loads_json(fsutil.read_regular(data / "metadata.json", 16 << 20))
         obs_space = space_from_json(_json(meta["observation_space"]))
         act_space = space_from_json(_json(meta["action_space"]))
         spec = _json(meta.get("env_spec") or "null")
@@ -114,7 +113,7 @@ def peek_env_id(path: str | Path) -> str | None:
 
 
 def _json(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str) else value
+    return textparse.loads_json(value) if isinstance(value, str) else value
 
 
 def read(path: str | Path) -> Demos:

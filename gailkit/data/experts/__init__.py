@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -14,7 +13,7 @@ import numpy as np
 from gailkit import __version__, config
 from gailkit.config import EnvConfig, ExpertConfig
 from gailkit.config.envid import same_env
-from gailkit.core import fsutil
+from gailkit.core import fsutil, textparse
 from gailkit.core import obs as obs_tree
 from gailkit.core.errors import EnvError, ExpertError, GailkitError
 from gailkit.data import demos, envs
@@ -89,7 +88,7 @@ def load_expert(
             raise ExpertError(f"--expert {spec}: no such file")
         meta_path = path.with_suffix(".json")
         try:
-            info = json.loads(fsutil.read_regular(meta_path, 16 << 20)) if meta_path.exists() else {}
+            info = textparse.loads_json(fsutil.read_regular(meta_path, 16 << 20)) if meta_path.exists() else {}
         except (OSError, ValueError, GailkitError) as e:
             raise ExpertError(f"{meta_path}: not readable JSON ({e})") from None
         info = info if isinstance(info, dict) else {}

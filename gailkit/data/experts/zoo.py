@@ -15,8 +15,8 @@ from typing import Any
 
 import yaml
 
-from gailkit.core import fsutil
-from gailkit.core.errors import ExpertError
+from gailkit.core import fsutil, textparse
+from gailkit.core.errors import ExpertError, first_line
 
 _ORDERED_DICT = "tag:yaml.org,2002:python/object/apply:collections.OrderedDict"
 
@@ -61,9 +61,9 @@ def hyperparams(folder: Path, env: str | None) -> dict[str, Any]:
     if not env or not path.is_file():
         return {}
     try:
-        data = yaml.load(fsutil.read_regular(path, 1 << 20).decode(), Loader=_ZooLoader)  # noqa: S506 (safe loader)
+        data = textparse.load_yaml(fsutil.read_regular(path, 1 << 20).decode(), _ZooLoader)
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        why = getattr(e, "problem", None) or getattr(e, "strerror", None) or type(e).__name__
+        why = getattr(e, "problem", None) or getattr(e, "strerror", None) or first_line(e)
         raise ExpertError(f"{path}: not rl-zoo3's hyperparameters ({why})") from None
     if data is None:
         return {}

@@ -8,7 +8,6 @@ import ast
 import importlib
 import inspect
 import io
-import json
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +16,7 @@ from zlib import error as zlib_error
 
 import torch as th
 
-from gailkit.core import fsutil, limits
+from gailkit.core import fsutil, limits, textparse
 from gailkit.core.errors import GailkitError, first_line
 from gailkit.model import encoders
 from gailkit.model.policy import ACTIVATIONS
@@ -55,7 +54,7 @@ def read_sb3_zip(path: Path, observation_space: Any, action_space: Any):
             for name in ("data", "policy.pth"):  # declared sizes first: a zip bomb is refused before it inflates
                 info = z.getinfo(name)
                 limits.check_size(info.file_size, info.compress_size, f"{path}: {name}")
-            data = json.loads(z.read("data"))
+            data = textparse.loads_json(z.read("data"))
             weights = th.load(io.BytesIO(z.read("policy.pth")), map_location="cpu", weights_only=True)
     except (
         zipfile.BadZipFile,

@@ -11,7 +11,7 @@ from urllib.parse import urlparse
 import zmq
 from zmq.utils import z85
 
-from gailkit.core import fsutil
+from gailkit.core import fsutil, textparse
 from gailkit.core.errors import ConfigError, GailkitError
 
 
@@ -40,7 +40,7 @@ def read_keys(path: str | Path) -> dict[str, bytes]:
             f"--key-file {path}: not a gailkit key file ({why}); make one with gailkit keys generate"
         ) from None
     try:
-        data = json.loads(raw)
+        data = textparse.loads_json(raw)
         keys = {k: data[k].encode() for k in ("server_public", "server_secret", "client_public", "client_secret")}
         for key in keys.values():
             if len(key) != 40:
