@@ -298,6 +298,10 @@ def test_an_sb3_atari_expert_trained_on_its_own_frame_stack_records_and_evaluate
     cfg = EnvConfig(id="PongNoFrameskip-v4", preprocess="atari", frame_stack=4, max_episode_steps=30)
     d = demos.load(out, "PongNoFrameskip-v4", envs.spaces(cfg), frame_stack=4)
     np.testing.assert_array_equal(d.acts, model.predict(np.asarray(d.obs), deterministic=True)[0])
+    assert demos.load_file(out).meta.recorded_with == "env.preprocess=atari env.frame_stack=4"
+    # training on the raw env says which settings the file was recorded with
+    r = run_cli("train", "--env", "PongNoFrameskip-v4", "--demos", str(out), "--run-dir", str(tmp_path / "r"))
+    assert r.returncode == 2 and "--set env.preprocess=atari --set env.frame_stack=4" in r.stderr, r.stderr
     # a config.yml with any other tag is refused in one line and runs nothing
     marker = tmp_path / "ran"
     (folder / "PongNoFrameskip-v4" / "config.yml").write_text(f"!!python/object/apply:os.system ['touch {marker}']\n")

@@ -200,7 +200,13 @@ def load(
             held.append(f"{f.name} (no env id; obs {obs_tree.shapes(d.obs, 1)}, acts {acts})")
             continue
         d = _time_limit_ends(d, env_id, time_limit)
-        d = validate(d, *file_spaces) if file_spaces is not None else d
+        try:
+            d = validate(d, *file_spaces) if file_spaces is not None else d
+        except DemoError as e:
+            if not d.meta.recorded_with:
+                raise
+            flags = " ".join(f"--set {kv}" for kv in d.meta.recorded_with.split())
+            raise DemoError(f"{e} (the file was recorded on the env with {d.meta.recorded_with}: {flags})") from None
         chosen.append(stacks.rebuild(d, frame_stack, spaces[0]) if frames and spaces is not None else d)
     if not chosen:
         raise DemoError(f"{path}: no demos for {env_id}; it holds: {', '.join(held)}")

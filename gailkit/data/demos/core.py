@@ -35,6 +35,8 @@ class DemoMeta:
     expert_return_of: str | None = None
     """Set when `expert_return` was carried over from another file (`demos subsample`: the source's)."""
     sampled: bool | None = None
+    recorded_with: str | None = None
+    """The env pipeline `demos record` played (`env.preprocess=atari env.frame_stack=4`); None: the env as is."""
     """Whether the recorded actions were sampled from the expert (true) or its deterministic ones."""
     gailkit_version: str | None = None
     format: str = ""
@@ -85,6 +87,7 @@ _META_TYPES: dict[str, Any] = {
     "expert_episodes": int,
     "expert_return_of": str,
     "sampled": bool,
+    "recorded_with": str,
 }
 
 

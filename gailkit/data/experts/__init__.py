@@ -251,7 +251,11 @@ def record(
             action_space=demos.space_to_json(env.action_space),
             source=source,
             gailkit_version=__version__,
-        )
+            recorded_with=" ".join(
+                f"env.{k}={v}" for k, v in (("preprocess", env_cfg.preprocess), ("frame_stack", env_cfg.frame_stack))
+                if v not in ("none", 1)
+            ) or None,
+        )  # fmt: skip
     finally:
         env.close()
     return demos.Demos(
