@@ -187,6 +187,44 @@ def test_dict_demos_round_trip_through_minari_and_load_against_the_env(minari_ro
     assert len(loaded) == len(d) and loaded.whole_episodes()
 
 
+@pytest.mark.parametrize("storage", ["hdf5", "arrow"])
+def test_a_tuple_dataset_minari_wrote_reads_as_the_dict_gailkit_makes_of_a_tuple(minari_root, storage):
+    """A dataset of Tuple observations written by minari itself (HDF5 entries `_index_0`, ...; Arrow fields
+    "0", ...) reads as the Dict keyed "0", "1" that every gailkit path carries, checks against the Tuple env,
+    and trains."""
+    import minari
+    from minari.data_collector.episode_buffer import EpisodeBuffer
+
+    from tests.conftest import run_cli
+    from tests.space_envs import TupleObs
+
+    env = TupleObs()
+    rng = np.random.default_rng(0)
+    buffers = []
+    for i in range(3):
+        n = 6
+        vec = rng.uniform(-1, 1, (n + 1, 2)).astype(np.float32)
+        bit = rng.integers(0, 2, n + 1)
+        acts = np.array([TupleObs.expert({"0": vec[t], "1": bit[t]}) for t in range(n)])
+        buffers.append(EpisodeBuffer(id=i, observations=(vec, bit), actions=acts, rewards=np.ones(n),
+                                     terminations=np.zeros(n, bool), truncations=np.eye(n, dtype=bool)[-1], infos={}))  # fmt: skip
+    minari.create_dataset_from_buffers(
+        f"test/tuple-{storage}-v0", buffers, observation_space=env.observation_space,
+        action_space=env.action_space, algorithm_name="test", data_format=storage,
+    )  # fmt: skip
+    d = demos.load_file(f"minari:test/tuple-{storage}-v0")
+    assert set(d.obs) == {"0", "1"} and len(d) == 18
+    np.testing.assert_array_equal(d.obs["0"][:6], buffers[0].observations[0][:-1])
+    np.testing.assert_array_equal(d.next_obs["1"][:6], buffers[0].observations[1][1:])
+    spec = "tests/space_envs.py:TupleObs"
+    loaded = demos.load(f"minari:test/tuple-{storage}-v0", spec, envs.spaces(spec))
+    assert len(loaded) == 18 and loaded.whole_episodes()
+    r = run_cli("train", "--env", spec, "--demos", f"minari:test/tuple-{storage}-v0", "--preset", "tiny",
+                "--total-steps", "64", "--run-dir", str(minari_root.parent / "run"), "--quiet",
+                env={"MINARI_DATASETS_PATH": str(minari_root)})  # fmt: skip
+    assert r.returncode == 0, r.stderr
+
+
 @pytest.mark.parametrize("ref, says", [(412.5, None), ("400", "ref_max_score is not a finite number"),
                                        (float("nan"), "ref_max_score is not a finite number"), (None, None)])  # fmt: skip
 def test_a_datasets_ref_max_score_is_its_expert_reference_named_as_such(minari_root, cartpole_demos, ref, says):

@@ -1,9 +1,11 @@
 """Minari's two storages read offline: HDF5 with h5py (every dataset bounded and checked before it is
 read), Arrow with pyarrow. A Dict observation is a group (HDF5) or a struct column (Arrow) of one
-array per entry, read as a dict of arrays."""
+array per entry, read as a dict of arrays; a Tuple's (entries `_index_0`, ... in HDF5, fields "0", ...
+in Arrow) as the dict keyed "0", "1", ... that gailkit makes of a Tuple."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +45,10 @@ def _dataset(group: Any, key: str, data: Path, nested: bool = False) -> Any:
     if not hasattr(item, "shape"):  # a group: a Dict observation's entries (one level)
         if nested or key != "observations":
             raise DemoError(f"{where}: a group inside a group (only Dict observations of one level are read)")
-        return {sub: _dataset(item, sub, data, nested=True) for sub in item.keys()}
+        entries = {sub: _dataset(item, sub, data, nested=True) for sub in item.keys()}
+        if entries and all(re.fullmatch(r"_index_\d+", k) for k in entries):  # Minari's Tuple: "0", "1", ...
+            return {k.removeprefix("_index_"): v for k, v in entries.items()}
+        return entries
     if item.external or item.is_virtual:  # storage in other files: they could be anything on this machine
         raise DemoError(
             f"{where}: stored in {'external files' if item.external else 'other files (a virtual dataset)'}; "

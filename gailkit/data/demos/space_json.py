@@ -88,6 +88,11 @@ def space_from_json(d: dict[str, Any]) -> gym.Space:
     kind = d.get("type")
     if kind == "Dict":
         return _dict_space(d)
+    if kind == "Tuple":  # Minari's metadata: read as the Dict keyed "0", "1", ... that gailkit makes of a Tuple
+        subs = d.get("subspaces", d.get("spaces"))
+        if not isinstance(subs, list):
+            raise ValueError("a Tuple space needs a list of 'subspaces'")
+        return _dict_space({"spaces": {str(i): sub for i, sub in enumerate(subs)}})
     dims = d.get("shape", d.get("nvec", [d.get("n", 1)]))
     dims = dims if isinstance(dims, list) else [dims]
     if kind in ("MultiDiscrete", "MultiBinary"):  # nvec (MultiBinary: n) may be nested to the space's shape
