@@ -2,6 +2,7 @@ import json
 
 import numpy as np
 import pytest
+from conftest import ROOT, run_cli
 
 from gailkit import config
 from gailkit.config import ExpertConfig
@@ -170,3 +171,28 @@ def test_expert_train_with_another_sb3_algorithm_then_record_its_demos(tmp_path,
         and "'algo: sac' cannot train on CartPole-v1" in bad.stderr
         and not (tmp_path / "x.zip").exists()
     )
+
+
+def test_an_rl_zoo_folders_config_yml_is_read_as_data(tmp_path):
+    """rl-zoo3's config.yml (an OrderedDict dump): wrappers gailkit does not rebuild are named in one line,
+    a frame_stack that is not a whole number is one line, and a plain CartPole folder records."""
+    import collections
+    import shutil
+
+    import yaml
+
+    folder = tmp_path / "logs" / "ppo" / "CartPole-v1_1"
+    (folder / "CartPole-v1").mkdir(parents=True)
+    shutil.copy(ROOT / "experts" / "cartpole.zip", folder / "CartPole-v1.zip")
+    config = folder / "CartPole-v1" / "config.yml"
+    params = [("env_wrapper", [{"sb3_contrib.common.wrappers.TimeFeatureWrapper": {"max_steps": 500}}]), ("n_envs", 8)]
+    config.write_text(yaml.dump(collections.OrderedDict(params)))
+    out = tmp_path / "d.arrow"
+    r = run_cli("demos", "record", "--expert", str(folder), "--episodes", "1", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "env wrappers gailkit does not apply: sb3_contrib.common.wrappers.TimeFeatureWrapper" in r.stdout + r.stderr
+    assert demos.load_file(out).meta.recorded_with is None
+    config.write_text(yaml.dump(collections.OrderedDict([("frame_stack", "4")])))
+    r = run_cli("demos", "record", "--expert", str(folder), "--episodes", "1", "--out", str(tmp_path / "e.arrow"))
+    assert r.returncode == 2 and "frame_stack '4' is not a whole number of frames" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "e.arrow").exists()

@@ -183,7 +183,10 @@ def record_demos(
     if Path(spec).is_dir():  # an rl-zoo3 folder: its config.yml names the wrappers the expert saw
         folder = Path(spec)
         folder_env = zoo.model(folder)[1]
-        from_zoo = zoo.env_pipeline(zoo.hyperparams(folder, folder_env), folder / str(folder_env) / "config.yml")
+        params = zoo.hyperparams(folder, folder_env)
+        from_zoo = zoo.env_pipeline(params, folder / str(folder_env) / "config.yml")
+        if others := zoo.unapplied_wrappers(params):
+            log(f"expert: its config.yml names env wrappers gailkit does not apply: {', '.join(others)[:200]}")
         if from_zoo:
             log(f"expert: {spec} trained with {', '.join(f'{k} {v}' for k, v in from_zoo.items())} (its config.yml)")
     typed = {"preprocess": preprocess, "frame_stack": frame_stack, "max_episode_steps": max_episode_steps}

@@ -72,13 +72,23 @@ def hyperparams(folder: Path, env: str | None) -> dict[str, Any]:
     return data
 
 
-def env_pipeline(params: dict[str, Any], source: Path) -> dict[str, Any]:
-    """The `EnvConfig` fields the hyperparameters imply: `preprocess` for SB3's AtariWrapper, `frame_stack`."""
-    out: dict[str, Any] = {}
+def _wrapper_names(params: dict[str, Any]) -> list[str]:
     wrappers = params.get("env_wrapper")
     names = wrappers if isinstance(wrappers, list) else [wrappers]
     names = [next(iter(w)) if isinstance(w, dict) and w else w for w in names]
-    if any(isinstance(w, str) and w.rsplit(".", 1)[-1] == "AtariWrapper" for w in names):
+    return [w for w in names if isinstance(w, str)]
+
+
+def unapplied_wrappers(params: dict[str, Any]) -> list[str]:
+    """The `env_wrapper`s gailkit does not rebuild (all but SB3's AtariWrapper), e.g. sb3-contrib's
+    TimeFeatureWrapper, which adds an observation entry: the expert then expects other observations."""
+    return [w for w in _wrapper_names(params) if w.rsplit(".", 1)[-1] != "AtariWrapper"]
+
+
+def env_pipeline(params: dict[str, Any], source: Path) -> dict[str, Any]:
+    """The `EnvConfig` fields the hyperparameters imply: `preprocess` for SB3's AtariWrapper, `frame_stack`."""
+    out: dict[str, Any] = {}
+    if any(w.rsplit(".", 1)[-1] == "AtariWrapper" for w in _wrapper_names(params)):
         out["preprocess"] = "atari"
     stack = params.get("frame_stack")
     if stack not in (None, False):
