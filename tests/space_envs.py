@@ -106,6 +106,22 @@ class BigImageObs(ImageObs):
         return int(np.argmax(np.asarray(obs)[0, :, 0]) < 20)
 
 
+class GreyObs(ImageObs):
+    """The same task in grey frames of 16 x 16 without a channel axis (AtariPreprocessing without a frame
+    stack gives such frames): a CNN reads them as one channel."""
+
+    observation_space = gym.spaces.Box(0, 255, (16, 16), np.uint8)
+
+    def _obs(self) -> Any:
+        frame = np.zeros((16, 16), np.uint8)
+        frame[:, int((self._state[0] + 1) * 7.99)] = 255
+        return frame
+
+    @staticmethod
+    def expert(obs: Any) -> Any:
+        return int(np.argmax(np.asarray(obs)[0]) < 8)
+
+
 class ImageBoxAct(_Base):
     """uint8 frames (8, 8, 1) with one bright column, Box(1) actions (SAC's kind): the expert's action is
     the column's place in [-1, 1], and the reward 1 minus the action's distance from it."""
@@ -361,6 +377,10 @@ def multi_discrete_expert(obs: Any) -> Any:
 
 def multi_binary_expert(obs: Any) -> Any:
     return MultiBinaryAct.expert(obs)
+
+
+def grey_expert(obs: Any) -> Any:
+    return GreyObs.expert(obs)
 
 
 def image_expert(obs: Any) -> Any:

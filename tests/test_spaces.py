@@ -206,6 +206,7 @@ ENVS = {
     "MultiDiscreteAct": "multi_discrete_expert",
     "MultiBinaryAct": "multi_binary_expert",
     "ImageObs": "image_expert",
+    "GreyObs": "grey_expert",
     "DictObs": "dict_expert",
     "TupleObs": "tuple_expert",
     "MatrixBoxAct": "matrix_box_expert",
@@ -241,6 +242,27 @@ def test_every_space_end_to_end(tmp_path, name):
     r = run_cli("infer", str(onnx), "--env", env, "--episodes", "3", "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["returns"] == expect
+    if name in ("ImageObs", "GreyObs"):  # frames of either layout are read by a CNN, not flattened
+        from gailkit.run import checkpoint
+
+        pol, _ = checkpoint.load_policy(run / "final" / "checkpoint.pt")
+        assert isinstance(pol.features_extractor, encoders.ImageCNN)
+
+
+def test_grey_frames_are_images_and_small_tables_are_not():
+    """A 2-dimensional Box is a grey frame (a CNN of one channel) from 8x8 on; a 2x3 table of uint8 stays a
+    vector. Random shifts of grey frames are the shifts of the same frames with a channel axis."""
+    from gailkit.algo.discriminator.augment import _shift
+
+    grey, table = gym.spaces.Box(0, 255, (16, 12), np.uint8), gym.spaces.Box(0, 255, (2, 3), np.uint8)
+    assert spaces.is_image(grey) and not spaces.is_image(table) and not spaces.is_image(table, "cnn")
+    assert spaces.is_image(gym.spaces.Box(0, 1, (16, 12), np.float32), "cnn")
+    cnn = encoders.make(grey, cnn_features=8)
+    assert isinstance(cnn, encoders.ImageCNN) and cnn(th.as_tensor(np.stack([grey.sample()] * 5))).shape == (5, 8)
+    assert isinstance(encoders.make(table), encoders.NormalizedFlatten)
+    x = th.as_tensor(np.stack([grey.sample() for _ in range(4)]))
+    dy, dx = th.tensor([0, 1, 4, 8]), th.tensor([8, 2, 0, 4])
+    assert th.equal(_shift(x, 4, dy, dx), _shift(x.unsqueeze(1), 4, dy, dx).squeeze(1))
 
 
 def test_what_the_data_path_cannot_carry_is_refused_before_anything_is_recorded(tmp_path):

@@ -122,7 +122,7 @@ many, which keeps its activations in cache and its buffers reused (1,024 Pong fr
 
 
 class ImageCNN(nn.Module):
-    """Frames (N, C, H, W) or (N, H, W, C) -> (N, features_dim).
+    """Frames (N, C, H, W), (N, H, W, C) or grey (N, H, W) -> (N, features_dim).
 
     Nature DQN's convolutions (32 8x8/4, 64 4x4/2, 64 3x3/1, as SB3's `NatureCNN`) for frames of
     at least 36x36; two padded 3x3 convolutions for smaller ones. uint8 spaces are scaled by 1/255.
@@ -130,8 +130,9 @@ class ImageCNN(nn.Module):
 
     def __init__(self, observation_space: gym.Space, features_dim: int = 512):
         super().__init__()
-        assert isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) == 3
-        shape = observation_space.shape
+        assert isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) in (2, 3)
+        self.grey = len(observation_space.shape) == 2  # one channel, added in `forward`
+        shape = (1, *observation_space.shape) if self.grey else observation_space.shape
         self.channels_first = int(np.argmin(shape)) == 0
         c, h, w = shape if self.channels_first else (shape[2], shape[0], shape[1])
         self.scale = 1.0 / 255.0 if observation_space.dtype == np.uint8 else 1.0
@@ -154,6 +155,7 @@ class ImageCNN(nn.Module):
         return th.cat([self._forward(part) for part in th.split(obs, CNN_CHUNK)])
 
     def _forward(self, obs: th.Tensor) -> th.Tensor:
+        obs = obs.unsqueeze(1) if self.grey else obs
         x = obs if self.channels_first else obs.permute(0, 3, 1, 2)
         # On the CPU, oneDNN's convolutions run about a third faster on channels-last input (forward and
         # backward; BENCHMARKS.md, Pong). The frames are cast once, uint8 to float32 in that layout; the 1/255
@@ -216,7 +218,9 @@ def choose(
     if isinstance(space, gym.spaces.Dict):
         return DictEncoder, {"kind": kind, "normalize": normalize, "cnn_features": cnn_features}
     if kind == "cnn" and not is_image(space, "cnn"):
-        raise UnsupportedSpace(f"encoder 'cnn' needs images (a 3-dimensional Box), not {space}")
+        raise UnsupportedSpace(
+            f"encoder 'cnn' needs images (a 3-dimensional Box, or 2-dimensional of 8x8 or more), not {space}"
+        )
     if is_image(space, kind):
         return ImageCNN, {"features_dim": cnn_features}
     if normalize is None:

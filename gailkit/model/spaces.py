@@ -16,9 +16,18 @@ class UnsupportedSpace(GailkitError):
     """A gymnasium space no encoder fits."""
 
 
+MIN_GREY_SIDE = 8
+"""A 2-dimensional Box is a grey frame (one channel) when both sides have at least this many pixels;
+smaller ones (a 2x3 table of counts) stay vectors."""
+
+
 def is_image(space: gym.Space, kind: str = "auto") -> bool:
-    """Whether `space` gets a CNN: a 3-dimensional Box of uint8 (`auto`), or of any dtype (`cnn`)."""
-    if not isinstance(space, gym.spaces.Box) or len(space.shape) != 3:
+    """Whether `space` gets a CNN: a Box of uint8 (`auto`), or of any dtype (`cnn`), that is 3-dimensional
+    (channels first or last) or a grey frame (2-dimensional, both sides at least `MIN_GREY_SIDE`)."""
+    if not isinstance(space, gym.spaces.Box):
+        return False
+    shape = tuple(space.shape)
+    if not (len(shape) == 3 or (len(shape) == 2 and min(shape) >= MIN_GREY_SIDE)):
         return False
     return kind == "cnn" or (kind == "auto" and space.dtype == np.uint8)
 

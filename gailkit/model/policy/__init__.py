@@ -149,7 +149,8 @@ def make_ppo(
     # SB3 wraps an env of height x width x channels frames in VecTransposeImage and builds its policy
     # for channels first; gailkit's learner steps no env and its encoder takes frames as the env gives
     # them, so the model is set up for the env's own layout (actors, demos and ONNX agree).
-    own_layout = not transpose_images and encoders.is_image(space) and int(np.argmin(space.shape)) != 0
+    own_layout = not transpose_images and encoders.is_image(space) and len(space.shape) == 3
+    own_layout = own_layout and int(np.argmin(space.shape)) != 0
     model = PPO(
         ActorCritic,
         venv,
