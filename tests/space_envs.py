@@ -122,6 +122,16 @@ class GreyObs(ImageObs):
         return int(np.argmax(np.asarray(obs)[0]) < 8)
 
 
+class ScalarObs(_Base):
+    """A 0-dimensional Box observation (a bare scalar): refused in one line."""
+
+    observation_space = gym.spaces.Box(-1, 1, (), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def _obs(self) -> Any:
+        return np.asarray(self._state[0], np.float32)
+
+
 class ImageBoxAct(_Base):
     """uint8 frames (8, 8, 1) with one bright column, Box(1) actions (SAC's kind): the expert's action is
     the column's place in [-1, 1], and the reward 1 minus the action's distance from it."""
@@ -377,6 +387,10 @@ def multi_discrete_expert(obs: Any) -> Any:
 
 def multi_binary_expert(obs: Any) -> Any:
     return MultiBinaryAct.expert(obs)
+
+
+def scalar_expert(obs: Any) -> Any:
+    return int(float(obs) > 0)
 
 
 def grey_expert(obs: Any) -> Any:

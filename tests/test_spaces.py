@@ -158,6 +158,20 @@ def test_matrix_observations_the_policies_take_or_refuse_in_one_line():
     assert "\n" not in str(e.value)
 
 
+def test_a_box_without_axes_is_refused_in_one_line_before_anything_is_recorded(tmp_path):
+    """A 0-dimensional Box (a scalar observation or action) crashed the first round; it is one line now."""
+    scalar = gym.spaces.Box(-1, 1, (), np.float32)
+    for check in (spaces.check_space, spaces.check_action_space):
+        with pytest.raises(spaces.UnsupportedSpace, match=r"has no axes .* give it shape \(1,\)") as e:
+            check(scalar)
+        assert "\n" not in str(e.value)
+    out = tmp_path / "d.arrow"
+    r = run_cli("demos", "record", "--env", "tests/space_envs.py:ScalarObs", "--expert",
+                "tests/space_envs.py:scalar_expert", "--episodes", "2", "--out", str(out))  # fmt: skip
+    assert r.returncode == 2 and "observation space Box(-1.0, 1.0, (), float32) has no axes" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
 def test_an_unbounded_action_space_is_refused_before_anything_is_recorded(tmp_path):
     out = tmp_path / "d.arrow"
     r = run_cli("demos", "record", "--env", "tests/space_envs.py:UnboundedAct", "--expert",

@@ -69,6 +69,11 @@ def check_space(space: gym.Space, what: str = "observation space") -> None:
         raise UnsupportedSpace(
             f"{what} {one_line(space)} starts at {space.start}; gailkit's encoders need Discrete(n) from 0"
         )
+    if isinstance(space, gym.spaces.Box) and space.shape == ():
+        raise UnsupportedSpace(
+            f"{what} {one_line(space)} has no axes (a 0-dimensional Box); give it shape (1,) in the env "
+            "(gymnasium's ReshapeObservation does it for observations)"
+        )
     if isinstance(space, gym.spaces.MultiDiscrete) and np.any(np.asarray(getattr(space, "start", 0)) != 0):
         raise UnsupportedSpace(
             f"{what} {one_line(space)} starts at {np.asarray(space.start).tolist()}; gailkit needs MultiDiscrete(nvec) from 0"
