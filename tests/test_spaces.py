@@ -165,6 +165,8 @@ def test_a_box_without_axes_is_refused_in_one_line_before_anything_is_recorded(t
         with pytest.raises(spaces.UnsupportedSpace, match=r"has no axes .* give it shape \(1,\)") as e:
             check(scalar)
         assert "\n" not in str(e.value)
+    with pytest.raises(spaces.UnsupportedSpace, match=r"holds no values"):
+        spaces.check_space(gym.spaces.Box(0, 1, (3, 0), np.float32))
     out = tmp_path / "d.arrow"
     r = run_cli("demos", "record", "--env", "tests/space_envs.py:ScalarObs", "--expert",
                 "tests/space_envs.py:scalar_expert", "--episodes", "2", "--out", str(out))  # fmt: skip

@@ -69,6 +69,8 @@ def check_space(space: gym.Space, what: str = "observation space") -> None:
         raise UnsupportedSpace(
             f"{what} {one_line(space)} starts at {space.start}; gailkit's encoders need Discrete(n) from 0"
         )
+    if isinstance(space, gym.spaces.Box) and 0 in space.shape:
+        raise UnsupportedSpace(f"{what} {one_line(space)} holds no values (an axis of length 0)")
     if isinstance(space, gym.spaces.Box) and space.shape == ():
         raise UnsupportedSpace(
             f"{what} {one_line(space)} has no axes (a 0-dimensional Box); give it shape (1,) in the env "
