@@ -11,7 +11,7 @@ import pytest
 
 from gailkit.data import demos, envs
 from gailkit.data.demos import DemoError, DemoWarning
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli
 
 FILE_SUFFIXES = ["x.arrow", "x.feather", "x.parquet", "x.pkl"]
 
@@ -658,3 +658,19 @@ def test_a_space_nested_past_any_shape_is_refused():
     for start in ([10**30, 0], ["a", 0], [{"x": 1}, 0], 1.5, True):
         with pytest.raises(ValueError, match="a MultiDiscrete start of"):
             demos.space_from_json({"type": "MultiDiscrete", "nvec": [2, 3], "start": start})
+
+
+def test_a_files_recorded_with_is_quoted_only_when_it_names_settings(tmp_path):
+    """A frame file recorded on a preprocessed env names the settings a run needs; any other words in that
+    field (a file's own text) are left out of the error."""
+    from gailkit.data.demos.validate import recorded_with_hint
+
+    d = demos.load_file(ROOT / "data" / "cartpole.arrow")
+    e = DemoError("x.arrow: column 'obs' has shape (84, 84) per row")
+    good = dataclasses.replace(
+        d, meta=dataclasses.replace(d.meta, recorded_with="env.preprocess=atari env.frame_stack=4")
+    )
+    assert str(recorded_with_hint(e, good)).endswith(": --set env.preprocess=atari --set env.frame_stack=4)")
+    for said in ("rm -rf / " * 1000, "env.kwargs.x=1", "env.frame_stack=" + "4" * 40, ""):
+        bad = dataclasses.replace(d, meta=dataclasses.replace(d.meta, recorded_with=said))
+        assert recorded_with_hint(e, bad) is e

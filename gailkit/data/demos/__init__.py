@@ -18,7 +18,7 @@ from gailkit.core.errors import DemoError, GailkitError
 from gailkit.data.demos import arrow_io, imitation_io, minari_io, pickle_io, stacks
 from gailkit.data.demos.core import DemoMeta, Demos, concat, describe_space, space_from_json, space_to_json
 from gailkit.data.demos.transform import expert_reference, strip_actions, subsample
-from gailkit.data.demos.validate import DemoWarning, check, check_structure, fits, validate
+from gailkit.data.demos.validate import DemoWarning, check, check_structure, fits, recorded_with_hint, validate
 
 __all__ = [
     "subsample",
@@ -202,11 +202,8 @@ def load(
         d = _time_limit_ends(d, env_id, time_limit)
         try:
             d = validate(d, *file_spaces) if file_spaces is not None else d
-        except DemoError as e:
-            if not d.meta.recorded_with:
-                raise
-            flags = " ".join(f"--set {kv}" for kv in d.meta.recorded_with.split())
-            raise DemoError(f"{e} (the file was recorded on the env with {d.meta.recorded_with}: {flags})") from None
+        except DemoError as e:  # a file of frames from a pipeline the run's env lacks: name its settings
+            raise recorded_with_hint(e, d) from None
         chosen.append(stacks.rebuild(d, frame_stack, spaces[0]) if frames and spaces is not None else d)
     if not chosen:
         raise DemoError(f"{path}: no demos for {env_id}; it holds: {', '.join(held)}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import warnings
 from typing import Any
 
@@ -160,3 +161,13 @@ def check(d: Demos, spaces: tuple[gym.Space, gym.Space] | None = None) -> Demos:
             for name, a in obs_tree.items(arr, column):
                 _check_finite(np.asarray(a), name, where)
     return d
+
+
+def recorded_with_hint(e: DemoError, d: Demos) -> DemoError:
+    """`e` with the settings the file says it was recorded with (`DemoMeta.recorded_with`), when they are
+    settings: a file's words are quoted only if they read `env.preprocess=...` or `env.frame_stack=...`."""
+    said = (d.meta.recorded_with or "").split()[:2]
+    if not said or not all(re.fullmatch(r"env\.(preprocess|frame_stack)=\w{1,16}", w) for w in said):
+        return e
+    flags = " ".join(f"--set {w}" for w in said)
+    return DemoError(f"{e} (the file was recorded on the env with {' '.join(said)}: {flags})")
