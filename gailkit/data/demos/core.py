@@ -35,9 +35,9 @@ class DemoMeta:
     expert_return_of: str | None = None
     """Set when `expert_return` was carried over from another file (`demos subsample`: the source's)."""
     sampled: bool | None = None
+    """Whether the recorded actions were sampled from the expert (true) or its deterministic ones."""
     recorded_with: str | None = None
     """The env pipeline `demos record` played (`env.preprocess=atari env.frame_stack=4`); None: the env as is."""
-    """Whether the recorded actions were sampled from the expert (true) or its deterministic ones."""
     gailkit_version: str | None = None
     format: str = ""
     """How the file was read: arrow, parquet, pickle/dict, pickle/trajectories, imitation-dataset, ..."""

@@ -181,11 +181,8 @@ def record_demos(
     allow_code = env_id is not None
     from_zoo: dict[str, Any] = {}
     if Path(spec).is_dir():  # an rl-zoo3 folder: its config.yml names the wrappers the expert saw
-        folder = Path(spec)
-        folder_env = zoo.model(folder)[1]
-        params = zoo.hyperparams(folder, folder_env)
-        from_zoo = zoo.env_pipeline(params, folder / str(folder_env) / "config.yml")
-        if others := zoo.unapplied_wrappers(params):
+        from_zoo, others = zoo.pipeline(Path(spec))
+        if others:
             log(f"expert: its config.yml names env wrappers gailkit does not apply: {', '.join(others)[:200]}")
         if from_zoo:
             log(f"expert: {spec} trained with {', '.join(f'{k} {v}' for k, v in from_zoo.items())} (its config.yml)")

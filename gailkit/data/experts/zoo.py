@@ -54,12 +54,8 @@ def model(folder: Path) -> tuple[Path, str | None]:
     )
 
 
-def hyperparams(folder: Path, env: str | None) -> dict[str, Any]:
-    """The folder's `ENV/config.yml` as a dict ({} when there is none); ExpertError naming it when it is
-    not rl-zoo3's plain hyperparameters."""
-    path = folder / (env or "") / "config.yml"
-    if not env or not path.is_file():
-        return {}
+def hyperparams(path: Path) -> dict[str, Any]:
+    """A `config.yml` as a dict; ExpertError naming it when it is not rl-zoo3's plain hyperparameters."""
     try:
         data = textparse.load_yaml(fsutil.read_regular(path, 1 << 20).decode(), _ZooLoader)
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
@@ -83,6 +79,15 @@ def unapplied_wrappers(params: dict[str, Any]) -> list[str]:
     """The `env_wrapper`s gailkit does not rebuild (all but SB3's AtariWrapper), e.g. sb3-contrib's
     TimeFeatureWrapper, which adds an observation entry: the expert then expects other observations."""
     return [w for w in _wrapper_names(params) if w.rsplit(".", 1)[-1] != "AtariWrapper"]
+
+
+def pipeline(folder: Path) -> tuple[dict[str, Any], list[str]]:
+    """What the folder's `ENV/config.yml` says of the env the expert saw: the `EnvConfig` fields it implies
+    (`env_pipeline`) and the wrappers gailkit does not rebuild (`unapplied_wrappers`); nothing without one."""
+    env = model(folder)[1]
+    path = folder / (env or "") / "config.yml"
+    params = hyperparams(path) if env and path.is_file() else {}
+    return env_pipeline(params, path), unapplied_wrappers(params)
 
 
 def env_pipeline(params: dict[str, Any], source: Path) -> dict[str, Any]:
