@@ -445,3 +445,17 @@ def test_a_bc_term_inside_the_actor_loss_holds_the_actor_to_the_experts_actions(
     )  # fmt: skip
     assert r.returncode == 2 and "'sac.bc_weight': behaviour cloning needs the expert's actions" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
+
+
+def test_a_linear_schedule_takes_every_sac_optimizer_to_zero_over_the_run(tmp_path, pendulum_small):
+    cfg = _config(pendulum_small, ["total_steps=160", "sac.linear_schedule=true", "sac.learning_rate=0.001"])
+    train.train(cfg, tmp_path / "run", quiet=True, log=lambda m: None)
+    rows = [r for r in csv.DictReader(open(tmp_path / "run" / "metrics.csv")) if r.get("train/learning_rate")]
+    steps = [float(r["env_steps"]) for r in rows]
+    rates = [float(r["train/learning_rate"]) for r in rows]
+    assert len(rates) == 9 and rates == pytest.approx(
+        [0.001 * (1 - (s - 16) / 160) for s in steps]
+    )  # as of the round's start
+    state = checkpoint.load(tmp_path / "run" / "final" / "checkpoint.pt").learner["generator"]
+    for name in ("actor_optimizer", "critic_optimizer", "ent_coef_optimizer"):  # all three, as SB3 schedules them
+        assert state[name]["param_groups"][0]["lr"] == pytest.approx(rates[-1])

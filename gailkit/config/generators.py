@@ -86,6 +86,9 @@ class SACConfig(_Checked):
     """Entropy coefficient: auto (learned toward target_entropy, from 1.0), auto_0.1 (from 0.1), or fixed."""
     target_entropy: float | None = None
     """Target entropy of the learned coefficient (None: minus the action dimension)."""
+    linear_schedule: bool = False
+    """Decay learning_rate linearly to 0 over the run, for the actor, the critics and the entropy
+    coefficient alike (SB3's learning-rate schedule; rl-zoo3's `lin_` prefix)."""
     bc_weight: float = _f(0.0, GE0)
     """A BC term inside the actor's own loss (TD3+BC, Fujimoto and Gu 2021), 0 for none: each actor step
     adds `bc_weight` x mean |Q| x the mean squared error between tanh of the actor's mean and the
