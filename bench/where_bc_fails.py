@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import subprocess
 import tempfile
 import time
@@ -79,6 +80,9 @@ def run_arm(args, arm: str, seed: int, demo_file: Path, tmp: Path) -> dict:
     run = tmp / f"{arm}-{seed}"
     summary = train.train(cfg, run, quiet=True, log=lambda m: None)
     curve = eval_curve(metrics.read_rows(run / "metrics.csv"))
+    if args.keep_metrics:  # every round's figures (losses, rewards, entropy), not only the evaluations
+        args.keep_metrics.mkdir(parents=True, exist_ok=True)
+        shutil.copy(run / "metrics.csv", args.keep_metrics / f"{args.env}-{args.protocol}-{arm}-{seed}.csv")
     refs = checkpoint.load(run / "final" / "checkpoint.pt").references
     res = {"curve": curve, "expert": refs.expert_return, "random": refs.random_return, "seconds": summary["seconds"]}
     if args.fresh_episodes and arm != "bc":  # what a user exports (the best checkpoint) and the last policy, both
@@ -137,6 +141,7 @@ def main() -> None:
     p.add_argument("--set-sac", action="append", default=[], help="a setting for the sac arm")
     p.add_argument("--set-ppo", action="append", default=[], help="a setting for the ppo arm")
     p.add_argument("--out", type=Path, default=Path("bench/out/where_bc_fails.jsonl"))
+    p.add_argument("--keep-metrics", type=Path, help="copy each gailkit run's metrics.csv into this folder")
     args = p.parse_args()
     th.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     args.out.parent.mkdir(parents=True, exist_ok=True)
