@@ -447,7 +447,7 @@ def test_a_bc_term_inside_the_actor_loss_holds_the_actor_to_the_experts_actions(
     assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
 
 
-def test_a_linear_schedule_takes_every_sac_optimizer_to_zero_over_the_run(tmp_path, pendulum_small):
+def test_a_linear_schedule_lowers_every_sac_optimizers_rate_with_the_runs_progress(tmp_path, pendulum_small):
     cfg = _config(pendulum_small, ["total_steps=160", "sac.linear_schedule=true", "sac.learning_rate=0.001"])
     train.train(cfg, tmp_path / "run", quiet=True, log=lambda m: None)
     rows = [r for r in csv.DictReader(open(tmp_path / "run" / "metrics.csv")) if r.get("train/learning_rate")]

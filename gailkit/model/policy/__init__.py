@@ -36,12 +36,9 @@ ACTIVATIONS = {
 }
 
 
-def schedules(cfg: PPOConfig) -> tuple[Any, Any]:
-    """`(learning_rate, clip_range)` for SB3: constants, or linear decay to 0 with `linear_schedule`
-    (SB3's progress goes from 1 to 0; rl-zoo3's `lin_` prefix)."""
-    if not cfg.linear_schedule:
-        return cfg.learning_rate, cfg.clip_range
-    return (lambda progress, v=cfg.learning_rate: progress * v), (lambda progress, v=cfg.clip_range: progress * v)
+def linear(value: float, decay: bool) -> Any:
+    """`value` for SB3, or with `decay` its linear fall to 0 (SB3's progress goes from 1 to 0; rl-zoo3's `lin_`)."""
+    return (lambda progress: progress * value) if decay else value
 
 
 def default_net_arch(observation_space: gym.Space, encoder: str = "auto") -> list[int]:
@@ -144,7 +141,7 @@ def make_ppo(
     from stable_baselines3 import PPO
 
     check_action_space(venv.action_space)
-    lr, clip = schedules(cfg)
+    lr, clip = linear(cfg.learning_rate, cfg.linear_schedule), linear(cfg.clip_range, cfg.linear_schedule)
     space = venv.observation_space
     # SB3 wraps an env of height x width x channels frames in VecTransposeImage and builds its policy
     # for channels first; gailkit's learner steps no env and its encoder takes frames as the env gives

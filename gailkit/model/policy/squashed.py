@@ -72,13 +72,13 @@ def make_sac(
     replay buffer (the generator replaces it with its own)."""
     from stable_baselines3 import SAC
 
-    from gailkit.model.policy import spaces_only_venv
+    from gailkit.model.policy import linear, spaces_only_venv
 
     check_action_space(action_space)
     model = SAC(
         "MultiInputPolicy" if isinstance(observation_space, gym.spaces.Dict) else "MlpPolicy",
         spaces_only_venv(observation_space, action_space),
-        learning_rate=_learning_rate(cfg),
+        learning_rate=linear(cfg.learning_rate, cfg.linear_schedule),
         buffer_size=1,
         learning_starts=0,
         batch_size=cfg.batch_size,
@@ -95,13 +95,6 @@ def make_sac(
     model.observation_space = observation_space  # SB3 would build for channels-first frames
     model._setup_model()
     return model
-
-
-def _learning_rate(cfg: SACConfig) -> Any:
-    """SB3's learning rate: a constant, or with `linear_schedule` a function of progress (1 -> 0)."""
-    if not cfg.linear_schedule:
-        return cfg.learning_rate
-    return lambda progress: progress * cfg.learning_rate
 
 
 def is_squashed(pol: Any) -> bool:
