@@ -103,7 +103,7 @@ OBSERVATION_ONLY: Literal["ppo", "sac"] = "sac"
 """`generator: auto` for demos without actions (BENCHMARKS.md, "Where BC fails", protocol (d), 4 whole
 episodes without actions): PPO with the state-only discriminator stayed at the random policy's level
 (0.06 of the expert on Hopper at 100k env steps, 0.05 on HalfCheetah at 200k), where SAC reached 0.9 on
-every run measured (Hopper and HalfCheetah, 3 seeds each, within 60k-160k; Walker2d on 2 seeds and Ant within 300k).
+every run measured (3 seeds each: Hopper and HalfCheetah within 60k-160k, Walker2d and Ant within 300k).
 No step time makes a generator that does not get there the faster one, so the env's step is not timed."""
 
 
