@@ -56,7 +56,8 @@ def test_sac_trains_from_its_replay_and_says_so_in_its_metrics(sac_run):
     assert not rows[0].get("train/critic_loss")  # nothing before learning_starts (32 transitions)
     assert rows[-1]["train/critic_loss"] and rows[-1]["train/ent_coef"] and float(rows[-1]["train/n_updates"]) == 144
     state = checkpoint.load(sac_run / "final" / "checkpoint.pt")
-    assert state.settings.generator == "sac" and state.settings.bc.epochs == 0  # no BC warm start with sac
+    assert state.settings.generator == "sac" and state.settings.bc.epochs == 0  # whole episodes: no BC with sac
+    assert state.settings.sac.bc_weight == 0.0
     assert set(state.learner["generator"]) >= {"policy", "critic", "critic_target", "replay"}
 
 
@@ -445,6 +446,29 @@ def test_a_bc_term_inside_the_actor_loss_holds_the_actor_to_the_experts_actions(
     )  # fmt: skip
     assert r.returncode == 2 and "'sac.bc_weight': behaviour cloning needs the expert's actions" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
+
+
+def test_loose_transitions_give_sac_a_bc_warm_start_and_the_bc_term_by_default(tmp_path):
+    """From loose transitions with actions (every 5th: no whole episode), SAC's auto settings clone the demos
+    first and keep TD3+BC's term in the actor's loss (0.4); set explicitly, either stays as set."""
+    loose = demos.subsample(demos.load_file(PENDULUM), episodes=2, every=5, seed=0)
+    path = demos.save(loose, tmp_path / "loose.arrow")
+    from gailkit.run.callbacks import Callback
+
+    class SeesBC(Callback):
+        def on_bc(self, run, stats):
+            cloned.append(bool(stats) and stats["bc/loss_last"] < stats["bc/loss_first"])
+
+    for extra, want in (([], (50, 0.4)), (["bc.epochs=0", "sac.bc_weight=0"], (0, 0.0))):
+        run, cloned = tmp_path / f"run{len(extra)}", []
+        cfg = _config(path, ["total_steps=64", "eval_every=0", *extra])
+        train.train(cfg, run, quiet=True, log=lambda m: None, callbacks=[SeesBC()])
+        assert cloned == [want[0] > 0], cloned  # the warm start ran, and fit the demos, or did not run
+        state = checkpoint.load(run / "final" / "checkpoint.pt")
+        assert (state.settings.bc.epochs, state.settings.sac.bc_weight) == want
+        assert state.settings.bc.steps_per_round == 0  # SAC has its term in the actor's loss, not BC steps
+        rows = list(csv.DictReader(open(run / "metrics.csv")))
+        assert bool(rows[-1].get("train/bc_anchor_error")) == (want[1] > 0)
 
 
 def test_a_linear_schedule_lowers_every_sac_optimizers_rate_with_the_runs_progress(tmp_path, pendulum_small):

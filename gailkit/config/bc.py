@@ -55,12 +55,16 @@ class BCConfig(_Checked):
     without the term drifted away from the clone; half of total_steps when the policy reads frames (`keeps_bc_term`
     says what was measured)]."""
 
-    def resolve(self, n_demos: int, total_steps: int, generator: str = "ppo", frames: bool = False) -> BCConfig:
+    def resolve(
+        self, n_demos: int, total_steps: int, generator: str = "ppo", frames: bool = False, loose: bool = False
+    ) -> BCConfig:
         """The auto (-1) values filled in for `n_demos` transitions with actions (0: demos without
         actions, where explicit BC is refused), for a policy that reads frames (a CNN) or not
-        (`keeps_bc_term`). With `generator: sac` every auto value is 0:
-        a cloned actor meets a critic that knows nothing of it, and SAC's first updates undo it (measured in
-        BENCHMARKS.md, "Where BC fails")."""
+        (`keeps_bc_term`). With `generator: sac` the warm start (`epochs`) is kept only for `loose`
+        transitions (no whole episode: subsampled or cut demos), where `sac.bc_weight`'s auto value keeps the
+        clone through SAC's updates (`SACConfig.resolve` says what was measured); every other auto value is 0
+        with sac: a cloned actor alone meets a critic that knows nothing of it, and SAC's first updates undo it
+        (BENCHMARKS.md, "Where BC fails", Ant-v4 (c))."""
         has_actions = n_demos > 0
         if not has_actions:
             named = [k for k in ("epochs", "steps_per_round") if getattr(self, k) > 0]
@@ -76,8 +80,10 @@ class BCConfig(_Checked):
             "steps_per_round": 100 if kept else 10,
             "anneal_steps": 0 if kept else max(1, total_steps // 2),
         }
-        keep = has_actions and generator != "sac"
-        return dataclasses.replace(self, **{k: (v if keep else 0) for k, v in auto.items() if getattr(self, k) == -1})
+        keep = {k: has_actions and (generator != "sac" or (loose and k == "epochs")) for k in auto}
+        return dataclasses.replace(
+            self, **{k: (v if keep[k] else 0) for k, v in auto.items() if getattr(self, k) == -1}
+        )
 
 
 ObsStats = Literal["auto", "expert", "running"]
