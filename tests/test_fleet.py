@@ -418,7 +418,8 @@ BAD_FRAGMENTS = {
 def test_a_peer_sending_bad_fragments_never_stops_the_round_and_is_cut_off(case):
     """The round completes with real actors' fragments; the bad peer's are dropped by reason and
     its slot handed out again; after max_bad_fragments it is cut off (and told to STOP)."""
-    fleet = _fleet(local_actors=1, n_slots=2, max_bad_fragments=3, heartbeat_timeout=2.0)
+    # heartbeats every 1 s: 5 s lets a busy machine's local actor miss four before it is taken for lost
+    fleet = _fleet(local_actors=1, n_slots=2, max_bad_fragments=3, heartbeat_timeout=5.0)
     fleet.start()
     peer = _ProtocolPeer(fleet.address, BAD_FRAGMENTS[case], hello_id=0)  # claims the local actor's id, too
     try:

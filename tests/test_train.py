@@ -55,7 +55,11 @@ def test_run_directory_contents(tmp_path, cartpole_file):
 
     # config.yaml records what ran: BC's auto values filled in, and the generator `auto` chose
     auto_disc = dataclasses.replace(saved.disc, grad_penalty=-1.0)
-    assert dataclasses.replace(saved, bc=cfg.bc, generator="auto", disc=auto_disc, obs_stats="auto") == cfg
+    auto_sac = dataclasses.replace(saved.sac, bc_weight=-1.0)
+    assert saved.sac.bc_weight == 0.0  # TD3+BC's term is SAC's, for loose transitions only
+    assert (
+        dataclasses.replace(saved, bc=cfg.bc, generator="auto", disc=auto_disc, sac=auto_sac, obs_stats="auto") == cfg
+    )
     from gailkit.data import demos
 
     whole = demos.load_file(cartpole_file).whole_episodes()  # obs_stats auto: held under a clone of whole episodes
