@@ -97,7 +97,7 @@ class Learner:
         frames = spaces.has_images(discriminator.observation_space, cfg.policy.encoder)
         bc = cfg.bc.resolve(n_demos, cfg.total_steps, cfg.generator, frames)  # auto (-1): the run resolved it first
         obs_stats = resolve_obs_stats(cfg.obs_stats, bc.epochs, 0)  # likewise; episodes unknown here
-        cfg = dataclasses.replace(cfg, bc=bc, sac=cfg.sac.resolve(cfg.generator, False), obs_stats=obs_stats)
+        cfg = dataclasses.replace(cfg, bc=bc, sac=cfg.sac.resolve(cfg.generator, loose=False), obs_stats=obs_stats)
         self.cfg, self.generator, self.disc, self.expert, self.rng = cfg, generator, discriminator, expert, rng
         self.moves_normalizer = cfg.normalize_obs and cfg.obs_stats == "running"
         """Whether rounds that train the policy merge its observations into the normalizer (`obs_stats`)."""

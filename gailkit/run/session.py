@@ -146,8 +146,8 @@ class Run:
         frames = has_images(spaces[0], cfg.policy.encoder)
         if (threads := cpu.learner_threads(cfg.threads, frames)) is not None:
             th.set_num_threads(threads)
-        bc = cfg.bc.resolve(n_acts, cfg.total_steps, cfg.generator, frames, loose=n_acts > 0 and not whole)
-        sac = cfg.sac.resolve(cfg.generator, loose=n_acts > 0 and not whole)
+        bc = cfg.bc.resolve(n_acts, cfg.total_steps, cfg.generator, frames, loose := n_acts > 0 and not whole)
+        sac = cfg.sac.resolve(cfg.generator, loose)  # loose: transitions with actions and no whole episode
         cfg = dataclasses.replace(cfg, bc=bc, sac=sac, obs_stats=resolve_obs_stats(cfg.obs_stats, bc.epochs, whole))
         th.manual_seed(cfg.seed)
         np.random.seed(cfg.seed)
