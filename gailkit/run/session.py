@@ -72,11 +72,8 @@ def _restore(learner: Learner, state: RunState, states, log: Callable[[str], Non
             set_rng_state(saved)
             return state
         except (KeyError, TypeError, ValueError, IndexError, RuntimeError, AttributeError) as e:
-            why = first_line(e, 200)
-            log(
-                f"gailkit: warning: skipped the checkpoint of round {state.round}: it does not fit this run's settings "
-                f"or holds bad values ({type(e).__name__}: {why})"
-            )
+            why = f"it does not fit this run's settings or holds bad values ({type(e).__name__}: {first_line(e, 200)})"
+            log(f"gailkit: warning: skipped the checkpoint of round {state.round}: {why}")
         state = next(states)[0]
 
 
@@ -139,15 +136,16 @@ class Run:
         expert_demos = demos.load(cfg.demos, cfg.env.id, spaces, *how, frame_stack=cfg.env.frame_stack)
         if not expert_demos.has_actions:
             cfg = cfg.observation_only()
-        cfg = resolve_generator(cfg, spaces[1], allow_code, expert_demos.has_actions)
-        cfg.check()
         n_acts = len(expert_demos) if expert_demos.has_actions else 0
         whole = expert_demos.n_episodes if n_acts and expert_demos.whole_episodes() else 0
+        loose = n_acts > 0 and not whole  # transitions with actions and no whole episode
+        cfg = resolve_generator(cfg, spaces[1], allow_code, expert_demos.has_actions, loose)
+        cfg.check()
         frames = has_images(spaces[0], cfg.policy.encoder)
         if (threads := cpu.learner_threads(cfg.threads, frames)) is not None:
             th.set_num_threads(threads)
-        bc = cfg.bc.resolve(n_acts, cfg.total_steps, cfg.generator, frames, loose := n_acts > 0 and not whole)
-        sac = cfg.sac.resolve(cfg.generator, loose)  # loose: transitions with actions and no whole episode
+        bc = cfg.bc.resolve(n_acts, cfg.total_steps, cfg.generator, frames, loose)
+        sac = cfg.sac.resolve(cfg.generator, loose)
         cfg = dataclasses.replace(cfg, bc=bc, sac=sac, obs_stats=resolve_obs_stats(cfg.obs_stats, bc.epochs, whole))
         th.manual_seed(cfg.seed)
         np.random.seed(cfg.seed)

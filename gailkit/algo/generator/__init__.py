@@ -107,12 +107,28 @@ every run measured (3 seeds each: Hopper and HalfCheetah within 60k-160k, Walker
 No step time makes a generator that does not get there the faster one, so the env's step is not timed."""
 
 
+LOOSE_TRANSITIONS: Literal["ppo", "sac"] = "sac"
+"""`generator: auto` for demos with actions but no whole episode (subsampled or cut files; BENCHMARKS.md,
+"Where BC fails", protocol (c), 4 episodes every 20th transition, 200 transitions; 3 seeds per env): PPO
+reached 0.9 of the expert within 100k env steps (Walker2d: 200k) on 4 of 12 runs (Hopper 3, Ant 1,
+HalfCheetah and Walker2d none), SAC with its auto settings for such data (a BC warm start and TD3+BC's
+term, `SACConfig.resolve`) on 10 of 11 (Ant seed 0 ended at 0.84). As for `OBSERVATION_ONLY`, the env's
+step is not timed: PPO's cheaper step does not make it the faster one where it mostly does not get there.
+Whole episodes keep the step-time rule: from one whole episode PPO with its kept BC term reached 0.9 on 10
+of 12 runs."""
+
+
 def choose(
-    settings: TrainConfig, action_space: gym.Space, env_step_s: float | None = None, has_actions: bool = True
+    settings: TrainConfig,
+    action_space: gym.Space,
+    env_step_s: float | None = None,
+    has_actions: bool = True,
+    loose: bool = False,
 ) -> Literal["ppo", "sac"]:
     """The generator `settings.generator` means: itself, or for `auto`, sac when the actions are a bounded
-    Box and either the demos have no actions (`OBSERVATION_ONLY`) or one env step takes at least
-    `SLOW_ENV_STEP_S` (`env_step_s`, measured); else ppo."""
+    Box and either the demos have no actions (`OBSERVATION_ONLY`), or are `loose` transitions with actions
+    and no whole episode (`LOOSE_TRANSITIONS`), or one env step takes at least `SLOW_ENV_STEP_S`
+    (`env_step_s`, measured); else ppo."""
     if settings.generator != "auto":
         return settings.generator
     box = action_space if isinstance(action_space, gym.spaces.Box) else None
@@ -121,21 +137,27 @@ def choose(
         return "ppo"
     if not has_actions:
         return OBSERVATION_ONLY
+    if loose:
+        return LOOSE_TRANSITIONS
     return "sac" if env_step_s is not None and env_step_s >= SLOW_ENV_STEP_S else "ppo"
 
 
 def resolve(
-    settings: TrainConfig, action_space: gym.Space, allow_code: bool = True, has_actions: bool = True
+    settings: TrainConfig,
+    action_space: gym.Space,
+    allow_code: bool = True,
+    has_actions: bool = True,
+    loose: bool = False,
 ) -> TrainConfig:
     """The settings with `generator: auto` chosen (`choose`, timing the env's step first when that
-    decides) and the discriminator's settings that depend on it filled in: `disc.grad_penalty: -1` is
-    10 with sac (DAC's), 0 with ppo."""
+    decides; `loose`: demos with actions and no whole episode) and the discriminator's settings that
+    depend on it filled in: `disc.grad_penalty: -1` is 10 with sac (DAC's), 0 with ppo."""
     step_s = None
-    if settings.generator == "auto" and isinstance(action_space, gym.spaces.Box) and has_actions:
+    if settings.generator == "auto" and isinstance(action_space, gym.spaces.Box) and has_actions and not loose:
         from gailkit.data import envs
 
         step_s = envs.step_seconds(settings.env, allow_code)
-    name = choose(settings, action_space, step_s, has_actions)
+    name = choose(settings, action_space, step_s, has_actions, loose)
     gp = settings.disc.grad_penalty
     disc = dataclasses.replace(settings.disc, grad_penalty=(10.0 if name == "sac" else 0.0) if gp == -1 else gp)
     return dataclasses.replace(settings, generator=name, disc=disc)
