@@ -102,8 +102,8 @@ class SACConfig(_Checked):
         From 200 loose transitions (4 episodes, every 20th) with the warm start and 0.4, SAC reached 0.9 of the
         expert within 100k env steps on 3 of 3 seeds on HalfCheetah and 2 of 3 on Ant, against 1 of 3 and 0 of 1
         without; on Hopper sooner than without (29,952 / 49,920 / 39,936 env steps against 89,856 / 49,920 / 49,920),
-        and on Walker2d at 99,840 and 139,776 where plain SAC ended its 200k at 0.79 (BENCHMARKS.md, "Where BC
-        fails", protocol (c)). Whole episodes keep plain SAC: the term was measured on them only on Ant (b), one seed."""
+        and on Walker2d at 99,840 / 139,776 / 89,856 where plain SAC ended its 200k at 0.79 (BENCHMARKS.md, "Where
+        BC fails", protocol (c)). Whole episodes keep plain SAC: the term was measured on them only on Ant (b), one seed."""
         if self.bc_weight != -1:
             return self
         return dataclasses.replace(self, bc_weight=0.4 if generator == "sac" and loose else 0.0)

@@ -112,7 +112,7 @@ LOOSE_TRANSITIONS: Literal["ppo", "sac"] = "sac"
 "Where BC fails", protocol (c), 4 episodes every 20th transition, 200 transitions; 3 seeds per env): PPO
 reached 0.9 of the expert within 100k env steps (Walker2d: 200k) on 4 of 12 runs (Hopper 3, Ant 1,
 HalfCheetah and Walker2d none), SAC with its auto settings for such data (a BC warm start and TD3+BC's
-term, `SACConfig.resolve`) on 10 of 11 (Ant seed 0 ended at 0.84). As for `OBSERVATION_ONLY`, the env's
+term, `SACConfig.resolve`) on 11 of 12 (Ant seed 0 ended at 0.84). As for `OBSERVATION_ONLY`, the env's
 step is not timed: PPO's cheaper step does not make it the faster one where it mostly does not get there.
 Whole episodes keep the step-time rule: from one whole episode PPO with its kept BC term reached 0.9 on 10
 of 12 runs."""
