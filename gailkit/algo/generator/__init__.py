@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
 import gymnasium as gym
@@ -121,14 +122,14 @@ of 12 runs."""
 def choose(
     settings: TrainConfig,
     action_space: gym.Space,
-    env_step_s: float | None = None,
+    env_step_s: float | Callable[[], float] | None = None,
     has_actions: bool = True,
     loose: bool = False,
 ) -> Literal["ppo", "sac"]:
     """The generator `settings.generator` means: itself, or for `auto`, sac when the actions are a bounded
     Box and either the demos have no actions (`OBSERVATION_ONLY`), or are `loose` transitions with actions
     and no whole episode (`LOOSE_TRANSITIONS`), or one env step takes at least `SLOW_ENV_STEP_S`
-    (`env_step_s`, measured); else ppo."""
+    (`env_step_s`, measured; a callable is called only when the step time decides); else ppo."""
     if settings.generator != "auto":
         return settings.generator
     box = action_space if isinstance(action_space, gym.spaces.Box) else None
@@ -139,7 +140,8 @@ def choose(
         return OBSERVATION_ONLY
     if loose:
         return LOOSE_TRANSITIONS
-    return "sac" if env_step_s is not None and env_step_s >= SLOW_ENV_STEP_S else "ppo"
+    step_s = env_step_s() if callable(env_step_s) else env_step_s
+    return "sac" if step_s is not None and step_s >= SLOW_ENV_STEP_S else "ppo"
 
 
 def resolve(
@@ -149,15 +151,12 @@ def resolve(
     has_actions: bool = True,
     loose: bool = False,
 ) -> TrainConfig:
-    """The settings with `generator: auto` chosen (`choose`, timing the env's step first when that
+    """The settings with `generator: auto` chosen (`choose`, timing the env's step only when that
     decides; `loose`: demos with actions and no whole episode) and the discriminator's settings that
     depend on it filled in: `disc.grad_penalty: -1` is 10 with sac (DAC's), 0 with ppo."""
-    step_s = None
-    if settings.generator == "auto" and isinstance(action_space, gym.spaces.Box) and has_actions and not loose:
-        from gailkit.data import envs
+    from gailkit.data import envs
 
-        step_s = envs.step_seconds(settings.env, allow_code)
-    name = choose(settings, action_space, step_s, has_actions, loose)
+    name = choose(settings, action_space, lambda: envs.step_seconds(settings.env, allow_code), has_actions, loose)
     gp = settings.disc.grad_penalty
     disc = dataclasses.replace(settings.disc, grad_penalty=(10.0 if name == "sac" else 0.0) if gp == -1 else gp)
     return dataclasses.replace(settings, generator=name, disc=disc)
