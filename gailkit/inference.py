@@ -164,7 +164,7 @@ def _space(d: Any, nested: bool = False) -> dict[str, Any]:
         n = d.get("n")
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n < 1 << 31:
             raise ValueError(f"Discrete n={n!r}")
-        out.update(shape=[], dtype="int64")
+        out.update(shape=[], dtype="int64", start=_start(d.get("start", 0), []))
     elif d["type"] == "MultiBinary" and "shape" not in d:
         n = d.get("n")
         out["shape"], out["dtype"] = (n if isinstance(n, list) else [n]), "int8"
@@ -173,6 +173,7 @@ def _space(d: Any, nested: bool = False) -> dict[str, Any]:
         if not isinstance(nvec, list) or not nvec or not all(type(k) is int and 1 <= k < 1 << 31 for k in nvec):
             raise ValueError(f"MultiDiscrete nvec={nvec!r}")
         out["shape"], out["dtype"] = [len(nvec)], "int64"
+        out["start"] = _start(d.get("start", 0), [len(nvec)])
     shape = out.get("shape", [])
     if (
         not isinstance(shape, list)
@@ -187,6 +188,17 @@ def _space(d: Any, nested: bool = False) -> dict[str, Any]:
     return out
 
 
+def _start(value: Any, shape: list[int]) -> Any:
+    """A Discrete's or MultiDiscrete's start as the metadata gives it: an int, or a list of ints (one per
+    entry), each within ±2**31."""
+    values = value if isinstance(value, list) else [value]
+    if not all(type(v) is int and -(1 << 31) <= v < 1 << 31 for v in values) or (
+        isinstance(value, list) and [len(value)] != shape
+    ):
+        raise ValueError(f"start={value!r}")
+    return value
+
+
 def _check_actions(actions: Any, n: int, space: dict[str, Any], path: Path) -> None:
     """What the graph returned fits the action space: one finite action per observation, of its shape (and range)."""
     arr = np.asarray(actions)
@@ -199,16 +211,16 @@ def _check_actions(actions: Any, n: int, space: dict[str, Any], path: Path) -> N
             f"{path}: the graph returned actions of shape {arr.shape} ({arr.dtype}); the action space "
             f"{space['type']} needs ({n}, {', '.join(map(str, space['shape']))}), finite"
         )
-    if (
-        space["type"] == "Discrete"
-        and not ((arr >= space.get("start", 0)) & (arr < space.get("start", 0) + space["n"])).all()
-    ):
-        raise InferenceError(f"{path}: the graph returned an action outside Discrete({space['n']})")
+    if space["type"] == "Discrete" and not ((arr >= space["start"]) & (arr < space["start"] + space["n"])).all():
+        raise InferenceError(
+            f"{path}: the graph returned an action outside Discrete({space['n']}, start={space['start']})"
+        )
     if space["type"] == "MultiBinary" and not ((arr == 0) | (arr == 1)).all():
         raise InferenceError(f"{path}: the graph returned a MultiBinary action other than 0 and 1")
     if space["type"] == "MultiDiscrete":
         nvec = np.asarray(space.get("nvec", []), dtype=np.float64)
-        if nvec.shape != arr.shape[1:] or not ((arr >= 0) & (arr < nvec)).all():
+        start = np.asarray(space["start"], dtype=np.float64)
+        if nvec.shape != arr.shape[1:] or not ((arr >= start) & (arr < start + nvec)).all():
             raise InferenceError(
                 f"{path}: the graph returned an action outside MultiDiscrete({nvec.astype(int).tolist()})"
             )

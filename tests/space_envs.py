@@ -447,3 +447,55 @@ def endless_expert(obs: Any) -> Any:
 
 def image_box_expert(obs: Any) -> Any:
     return ImageBoxAct.expert(obs)
+
+
+class _Strict(_Base):
+    """An env that refuses an action outside its space (as many envs index tables with it)."""
+
+    def step(self, action):
+        if not self.action_space.contains(np.asarray(action, self.action_space.dtype)):
+            raise ValueError(f"action {action!r} outside {self.action_space}")
+        return super().step(action)
+
+
+class ShiftedDiscrete(_Strict):
+    """Discrete(6, start=-2) observations, Discrete(3, start=1) actions: values that do not count from 0."""
+
+    observation_space = gym.spaces.Discrete(6, start=-2)
+    action_space = gym.spaces.Discrete(3, start=1)
+
+    def _obs(self) -> Any:
+        return int((self._state[0] + 1) * 2.99) - 2
+
+    @staticmethod
+    def expert(obs: Any) -> Any:
+        return (int(obs) + 2) % 3 + 1
+
+
+class ShiftedDict(_Strict):
+    """Dict observations of a MultiDiscrete([3, 4], start=[-1, 5]) and a Discrete(2, start=7), actions
+    MultiDiscrete([3, 2], start=[-1, 10])."""
+
+    observation_space = gym.spaces.Dict(
+        {
+            "grid": gym.spaces.MultiDiscrete([3, 4], start=[-1, 5]),
+            "mode": gym.spaces.Discrete(2, start=7),
+        }
+    )
+    action_space = gym.spaces.MultiDiscrete([3, 2], start=[-1, 10])
+
+    def _obs(self) -> Any:
+        grid = np.array([int((self._state[0] + 1) * 1.49) - 1, int((self._state[1] + 1) * 1.99) + 5], np.int64)
+        return {"grid": grid, "mode": 7 + int(self._state[2] > 0)}
+
+    @staticmethod
+    def expert(obs: Any) -> Any:
+        return np.array([int(obs["grid"][0]), 10 + int(obs["mode"]) - 7], np.int64)
+
+
+def shifted_discrete_expert(obs: Any) -> Any:
+    return ShiftedDiscrete.expert(obs)
+
+
+def shifted_dict_expert(obs: Any) -> Any:
+    return ShiftedDict.expert(obs)

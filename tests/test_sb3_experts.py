@@ -50,6 +50,17 @@ def test_demos_record_from_an_off_policy_zip(zoo, tmp_path):
     assert r.returncode == 0 and out.is_file(), r.stderr
 
 
+def test_a_zip_for_an_env_whose_discrete_space_does_not_start_at_0_is_refused_in_one_line(zoo, tmp_path):
+    """SB3 counts Discrete values from 0 whatever the space's start (its env checker says so): what its
+    policy's index meant to such an env cannot be known, so nothing is recorded."""
+    folder, _ = zoo
+    out = tmp_path / "d.arrow"
+    r = run_cli("demos", "record", "--expert", str(folder / "dqn.zip"), "--env", "tests/space_envs.py:ShiftedDiscrete",
+                "--episodes", "1", "--out", str(out))  # fmt: skip
+    assert r.returncode == 2 and "dqn.zip" in r.stderr and "does not start at 0" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
 def test_a_zip_naming_a_policy_gailkit_does_not_rebuild_is_one_line(zoo, tmp_path):
     folder, _ = zoo
     src, bad = folder / "sac.zip", tmp_path / "bad.zip"

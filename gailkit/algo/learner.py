@@ -56,7 +56,7 @@ class ExpertData:
 def expert_data(
     disc: Discriminator, obs: Any, acts: np.ndarray | None, next_obs: Any, terminated: np.ndarray
 ) -> ExpertData:
-    env_acts = None if acts is None else policy.env_action(disc.action_space, acts)
+    env_acts = None if acts is None else policy.clipped(disc.action_space, acts)
     terminated = np.asarray(terminated, bool)
     if env_acts is None and disc.cfg.use_action:
         raise ValueError("a discriminator on actions needs demos with actions")

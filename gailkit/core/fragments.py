@@ -121,8 +121,9 @@ class BadFragment(ValueError):
 class FragmentSpec:
     """What every fragment of a run must look like, from the env's spaces and the round's size.
 
-    `act_n`/`act_start` are set for discrete action spaces (actions must be integers in
-    `[start, start + n)`); otherwise actions are finite floats of `act_shape`.
+    `act_n` is set for Discrete action spaces (actions must be integers in `[0, n)`: a fragment holds the
+    policy's actions, which count from 0 whatever the space's start); otherwise actions are finite
+    numbers of `act_shape`.
     """
 
     n_steps: int
@@ -131,7 +132,6 @@ class FragmentSpec:
     """The observation's shape, or a dict of them (one per entry of a Dict space)."""
     act_shape: tuple[int, ...]
     act_n: int | None = None
-    act_start: int = 0
 
     @classmethod
     def of(cls, observation_space, action_space, n_steps: int, n_envs: int) -> FragmentSpec:
@@ -149,7 +149,6 @@ class FragmentSpec:
             obs_shape,
             tuple(action_space.shape or ()),
             int(n) if discrete and n is not None else None,
-            int(getattr(action_space, "start", 0)) if discrete else 0,
         )
 
     def check(self, f: Fragment) -> None:
@@ -173,8 +172,8 @@ class FragmentSpec:
         if self.act_n is not None:
             if acts.shape != (t, e) or acts.dtype.kind not in "iu":
                 raise BadFragment("wrong_shape", f"'acts' is {acts.shape} {acts.dtype}, expected {(t, e)} integers")
-            if ((acts < self.act_start) | (acts >= self.act_start + self.act_n)).any():
-                raise BadFragment("bad_action", f"an action outside [{self.act_start}, {self.act_start + self.act_n})")
+            if ((acts < 0) | (acts >= self.act_n)).any():
+                raise BadFragment("bad_action", f"an action outside [0, {self.act_n})")
         else:
             if acts.shape != (t, e, *self.act_shape):
                 raise BadFragment("wrong_shape", f"'acts' is {acts.shape}, expected {(t, e, *self.act_shape)}")

@@ -29,25 +29,34 @@ import torch as th
 import torch.nn.functional as F
 from torch import nn
 
-from gailkit.model.spaces import UnsupportedSpace, check_space, flat_dim, is_image
+from gailkit.model.spaces import UnsupportedSpace, check_space, flat_dim, is_image, start_of
 
 Obs = th.Tensor | dict[str, th.Tensor]
 KINDS = ("auto", "flat", "cnn")
 
 
 def preprocess(space: gym.Space, x: Any) -> Obs:
-    """Raw batch (tensor, or dict of tensors) -> what an encoder takes: one-hot for discrete spaces, 0/1
-    floats for MultiBinary, Boxes unchanged (stable-baselines3's `preprocess_obs` with
+    """Raw batch (tensor, or dict of tensors) -> what an encoder takes: one-hot for discrete spaces (of the
+    value minus the space's start; a value outside the space, such as an absorbing row's zeros, which the
+    discriminator masks afterwards, is clamped into it), 0/1 floats for MultiBinary, Boxes unchanged (stable-baselines3's `preprocess_obs` with
     `normalize_images=False`, but for the float cast, which each encoder does itself)."""
     if isinstance(space, gym.spaces.Dict):
         return {k: preprocess(sub, x[k]) for k, sub in space.spaces.items()}  # type: ignore[misc]
     x = th.as_tensor(x)
     if isinstance(space, gym.spaces.Discrete):
-        return F.one_hot(x.long().reshape(-1), int(space.n)).float()
+        index = x.long().reshape(-1) - int(space.start)
+        return F.one_hot(index.clamp(0, int(space.n) - 1), int(space.n)).float()
     if isinstance(space, gym.spaces.MultiDiscrete):
         nvec = np.asarray(space.nvec).reshape(-1)
+        starts = np.asarray(start_of(space)).reshape(-1)
         flat = x.long().reshape(-1, len(nvec))  # not len(x): an exported graph keeps its batch size free
-        return th.cat([F.one_hot(flat[:, j], int(k)).float() for j, k in enumerate(nvec)], dim=1)
+        return th.cat(
+            [
+                F.one_hot((flat[:, j] - int(s)).clamp(0, int(k) - 1), int(k)).float()
+                for j, (k, s) in enumerate(zip(nvec, starts))
+            ],
+            dim=1,
+        )
     if isinstance(space, gym.spaces.MultiBinary):
         return x.float()
     return x  # a Box as it comes: encoders cast to float32 themselves, running statistics take float64 as is

@@ -65,20 +65,12 @@ def check_space(space: gym.Space, what: str = "observation space") -> None:
         return
     if not isinstance(space, (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
         raise UnsupportedSpace(f"{what} {one_line(space)} is not supported ({SUPPORTED} are)")
-    if isinstance(space, gym.spaces.Discrete) and int(space.start) != 0:
-        raise UnsupportedSpace(
-            f"{what} {one_line(space)} starts at {space.start}; gailkit's encoders need Discrete(n) from 0"
-        )
     if isinstance(space, gym.spaces.Box) and 0 in space.shape:
         raise UnsupportedSpace(f"{what} {one_line(space)} holds no values (an axis of length 0)")
     if isinstance(space, gym.spaces.Box) and space.shape == ():
         raise UnsupportedSpace(
             f"{what} {one_line(space)} has no axes (a 0-dimensional Box); give it shape (1,) in the env "
             "(gymnasium's ReshapeObservation does it for observations)"
-        )
-    if isinstance(space, gym.spaces.MultiDiscrete) and np.any(np.asarray(getattr(space, "start", 0)) != 0):
-        raise UnsupportedSpace(
-            f"{what} {one_line(space)} starts at {np.asarray(space.start).tolist()}; gailkit needs MultiDiscrete(nvec) from 0"
         )
     if isinstance(space, gym.spaces.MultiDiscrete):
         _check_flat(space, what)
@@ -116,6 +108,25 @@ def _check_flat(space: gym.Space, what: str) -> None:
     )
 
 
+def start_of(space: gym.Space) -> int | np.ndarray:
+    """Where a Discrete's (an int) or MultiDiscrete's (an array of nvec's shape) values start; 0 for other
+    spaces. The env, demo files and the ONNX graph carry the env's own values; a policy's heads, one-hot
+    encodings and the actions in fragments count from 0 (value minus start)."""
+    if isinstance(space, gym.spaces.Discrete):
+        return int(space.start)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        start = np.asarray(getattr(space, "start", 0), dtype=np.int64)
+        return np.broadcast_to(start, np.asarray(space.nvec).shape).copy()
+    return 0
+
+
+def has_start(space: gym.Space) -> bool:
+    """Whether a Discrete or MultiDiscrete `space` (a Dict: any entry) counts from anywhere but 0."""
+    if isinstance(space, gym.spaces.Dict):
+        return any(has_start(sub) for sub in space.spaces.values())
+    return bool(np.any(start_of(space) != 0))
+
+
 def flat_dim(space: gym.Space) -> int:
     """Width of `preprocess(space, x)` flattened: one-hot widths for discrete spaces."""
     if isinstance(space, gym.spaces.Discrete):
@@ -125,3 +136,21 @@ def flat_dim(space: gym.Space) -> int:
     if isinstance(space, gym.spaces.Dict):
         return sum(flat_dim(s) for s in space.spaces.values())
     return int(np.prod(space.shape or ()))
+
+
+def env_action(action_space: gym.Space, acts: np.ndarray) -> np.ndarray:
+    """What the env is given for a policy's actions: Box actions in the space's shape (a policy's are flat
+    rows), clipped to the bounds (SB3 does the same); a Discrete or MultiDiscrete index plus the space's
+    start (a policy's heads count from 0, the env's values from `start`)."""
+    start = start_of(action_space)
+    if np.any(start != 0):
+        return np.asarray(acts) + start
+    return clipped(action_space, acts)
+
+
+def clipped(action_space: gym.Space, acts: np.ndarray) -> np.ndarray:
+    """Actions already in the env's values (a demo file's) as the env saw them: Box actions in the space's
+    shape, clipped to the bounds; others unchanged."""
+    if isinstance(action_space, gym.spaces.Box):
+        return np.clip(np.reshape(acts, (-1, *action_space.shape)), action_space.low, action_space.high)
+    return acts

@@ -28,6 +28,7 @@ from gailkit.core import fsutil
 from gailkit.core import obs as obs_tree
 from gailkit.core.errors import GailkitError, first_line
 from gailkit.model import policy
+from gailkit.model.spaces import start_of
 from gailkit.run import checkpoint, rundir
 
 OPSET = 17
@@ -72,7 +73,9 @@ def _sample_obs(space: gym.Space, n: int, rng: np.random.Generator) -> list[np.n
     if isinstance(space, gym.spaces.Discrete):
         return [rng.integers(space.start, space.start + space.n, n)]
     if isinstance(space, gym.spaces.MultiDiscrete):
-        return [(rng.random((n, *space.shape)) * space.nvec).astype(space.dtype)]
+        return [
+            ((rng.random((n, *space.shape)) * space.nvec).astype(space.dtype) + start_of(space)).astype(space.dtype)
+        ]
     if isinstance(space, gym.spaces.MultiBinary):
         return [rng.integers(0, 2, (n, *space.shape)).astype(space.dtype)]
     raise ExportError(f"observation space {space} is not supported for export")

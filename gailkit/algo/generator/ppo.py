@@ -19,7 +19,7 @@ from gailkit.algo.generator.common import StatsLogger, bc_tensors, warm_start
 from gailkit.config import PolicyConfig, PPOConfig, TrainConfig
 from gailkit.core import obs as obs_tree
 from gailkit.core.fragments import Fragment
-from gailkit.model import policy
+from gailkit.model import policy, spaces
 
 
 class PPOGenerator:
@@ -178,9 +178,10 @@ class PPOGenerator:
             self._bc_data = (
                 obs,
                 bc_tensors(obs, self.device),
-                th.as_tensor(policy.env_action(space, np.array(acts)), device=self.device),
+                th.as_tensor(policy.clipped(space, np.array(acts)), device=self.device),
             )
         _, obs_t, target = self._bc_data
+        start = th.as_tensor(spaces.start_of(space), device=self.device)  # the heads count from 0
         losses = []
         pol.set_training_mode(True)
         for _ in range(steps):
@@ -189,12 +190,13 @@ class PPOGenerator:
             latent_pi = pol.mlp_extractor.forward_actor(features)
             out = pol.action_net(latent_pi)
             if isinstance(space, gym.spaces.Discrete):
-                loss = th.nn.functional.cross_entropy(out, target[idx].long().reshape(-1) - int(space.start))
+                loss = th.nn.functional.cross_entropy(out, target[idx].long().reshape(-1) - start)
             elif isinstance(space, gym.spaces.Box):
                 loss = ((out - target[idx].float().reshape(out.shape)) ** 2).sum(-1).mean()
             else:  # MultiDiscrete, MultiBinary: the negative log-likelihood of the expert's action
                 dist = pol.action_dist.proba_distribution(action_logits=out)
-                loss = -dist.log_prob(target[idx].float().reshape(len(idx), -1)).mean()
+                index = target[idx].reshape(len(idx), -1) - start
+                loss = -dist.log_prob(index.float()).mean()
             opt.zero_grad()
             loss.backward()
             opt.step()

@@ -123,11 +123,11 @@ def describe_space(d: dict[str, Any] | None) -> str:
         return "?"
     if d.get("type") == "Box":
         return f"Box{tuple(d['shape'])} {d['dtype']}"
-    if d.get("type") == "Discrete":
-        return f"Discrete({d['n']})"
     if d.get("type") == "Dict" and isinstance(d.get("spaces"), dict):
         return "Dict(" + ", ".join(f"{k}: {describe_space(v)}" for k, v in d["spaces"].items()) + ")"
-    return f"{d.get('type')}({d.get('nvec', d.get('n'))})"
+    start = d.get("start", 0)
+    at = f", start={start}" if start not in (0, None) and not (isinstance(start, list) and not any(start)) else ""
+    return f"{d.get('type')}({d.get('nvec', d.get('n'))}{at})"
 
 
 def shape_of(space: gym.Space) -> tuple[int, ...]:

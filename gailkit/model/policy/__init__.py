@@ -24,7 +24,7 @@ from gailkit.core.fragments import Weights
 from gailkit.core.framestacks import FrameStacks
 from gailkit.model import encoders
 from gailkit.model.encoders import NormalizedFlatten
-from gailkit.model.spaces import check_action_space, has_images
+from gailkit.model.spaces import check_action_space, clipped, env_action, has_images  # noqa: F401  (re-exports)
 
 ACTIVATIONS = {
     "tanh": th.nn.Tanh,
@@ -282,14 +282,6 @@ def deterministic_actor(pol: ActorCriticPolicy, deterministic: bool = True) -> C
         return env_action(pol.action_space, a)[0]
 
     return one
-
-
-def env_action(action_space: gym.Space, acts: np.ndarray) -> np.ndarray:
-    """What the env is given: Box actions in the space's shape (a policy's are flat rows), clipped to the
-    bounds (SB3 does the same)."""
-    if isinstance(action_space, gym.spaces.Box):
-        return np.clip(np.reshape(acts, (-1, *action_space.shape)), action_space.low, action_space.high)
-    return acts
 
 
 from gailkit.model.policy.heads import DeterministicHead, deterministic_head  # noqa: E402, F401  (re-exports)

@@ -10,6 +10,8 @@ import numpy as np
 import torch as th
 from stable_baselines3.common.policies import ActorCriticPolicy
 
+from gailkit.model.spaces import start_of
+
 
 def deterministic_head(pol: Any) -> th.nn.Module:
     """`DeterministicHead`, or `squashed.SquashedHead` for SAC's actor (what export traces)."""
@@ -30,6 +32,7 @@ class DeterministicHead(th.nn.Module):
 
     low: th.Tensor  # buffers, for Box actions
     high: th.Tensor
+    start: th.Tensor
     has_value = True
 
     def __init__(self, pol: ActorCriticPolicy):
@@ -53,6 +56,8 @@ class DeterministicHead(th.nn.Module):
         else:
             raise ValueError(f"action space {space} is not exportable (Box, Discrete, MultiDiscrete, MultiBinary are)")
         self.discrete = self.kind != "box"
+        # the heads count from 0; the graph's action is the env's value (plus a Discrete's or MultiDiscrete's start)
+        self.register_buffer("start", th.as_tensor(start_of(space), dtype=th.int64))
 
     def forward(self, obs: Any) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
         features = self.pol.extract_features(obs, self.pol.features_extractor)
@@ -77,4 +82,6 @@ class DeterministicHead(th.nn.Module):
             action = th.minimum(th.maximum(out, self.low), self.high).reshape(-1, *self.shape)
             log_std = self.pol.log_std.expand_as(out)  # at the mean, the Gaussian's quadratic term is 0
             log_prob = (-log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+        if self.kind in ("discrete", "multi_discrete") and bool((self.start != 0).any()):
+            action = action + self.start
         return action, self.pol.value_net(latent_vf).squeeze(-1), log_prob

@@ -18,7 +18,7 @@ import torch as th
 
 from gailkit.core import fsutil, limits, textparse
 from gailkit.core.errors import GailkitError, first_line
-from gailkit.model import encoders
+from gailkit.model import encoders, spaces
 from gailkit.model.policy import ACTIVATIONS
 
 _ACTIVATION_CLASSES = {
@@ -47,8 +47,16 @@ def read_sb3_zip(path: Path, observation_space: Any, action_space: Any):
     SB3's own `PPO.load` runs cloudpickle on fields of the zip, which can run code. Here the
     weights come from `policy.pth` through `torch.load(weights_only=True)`, the architecture from
     the readable copies of `policy_kwargs` SB3 writes beside each pickled field, and the spaces
-    from the env; the weights must fit the rebuilt network exactly.
+    from the env; the weights must fit the rebuilt network exactly. An env whose Discrete or MultiDiscrete
+    space starts anywhere but 0 is refused: stable-baselines3 counts from 0 there (its env checker says it
+    does not support such spaces), so what its policy's index meant to that env cannot be known.
     """
+    for what, space in (("observation", observation_space), ("action", action_space)):
+        if spaces.has_start(space):
+            raise ValueError(
+                f"{path}: the env's {what} space {spaces.one_line(space)} does not start at 0, which "
+                "stable-baselines3 does not support (its policies count from 0), so its experts are not read for it"
+            )
     try:
         with zipfile.ZipFile(fsutil.check_regular(path)) as z:
             for name in ("data", "policy.pth"):  # declared sizes first: a zip bomb is refused before it inflates
