@@ -142,6 +142,31 @@ def test_fragment_spec_names_what_is_wrong(change, reason):
     assert e.value.reason == reason
 
 
+@pytest.mark.parametrize(
+    "space, acts, ok",
+    [
+        (gym.spaces.MultiDiscrete([3, 2], start=[-1, 5]), [[2, 1]], True),  # the policy's indices, from 0
+        (gym.spaces.MultiDiscrete([3, 2]), [[3, 0]], False),
+        (gym.spaces.MultiDiscrete([3, 2]), [[-1, 0]], False),
+        (gym.spaces.MultiDiscrete([3, 2]), [[0.5, 0]], False),
+        (gym.spaces.MultiBinary(2), [[1.0, 0.0]], True),  # SB3's Bernoulli samples are floats
+        (gym.spaces.MultiBinary(2), [[2, 0]], False),
+        (gym.spaces.MultiBinary(2), [[0.5, 0.0]], False),
+    ],
+)
+def test_multi_discrete_and_multi_binary_actions_outside_their_space_are_bad_fragments(space, acts, ok):
+    """A remote actor's MultiDiscrete or MultiBinary action that no policy could sample is refused like a
+    Discrete one (it would index past a distribution's logits in the learner)."""
+    f = dataclasses.replace(_fragment(), acts=np.broadcast_to(np.asarray(acts), (5, 2, 2)).copy())
+    spec = FragmentSpec.of(SPACES[0], space, 5, 2)
+    if ok:
+        spec.check(f)
+        return
+    with pytest.raises(BadFragment) as e:
+        spec.check(f)
+    assert e.value.reason == "bad_action"
+
+
 def test_wrong_sizes_are_bad_fragments():
     with pytest.raises(BadFragment, match="wrong_size"):
         FragmentSpec.of(*SPACES, 6, 2).check(_fragment())

@@ -132,6 +132,8 @@ class FragmentSpec:
     """The observation's shape, or a dict of them (one per entry of a Dict space)."""
     act_shape: tuple[int, ...]
     act_n: int | None = None
+    act_nvec: tuple[int, ...] | None = None
+    """For MultiDiscrete (its nvec) and MultiBinary (2 per entry) actions: each entry a whole number in `[0, nvec)`."""
 
     @classmethod
     def of(cls, observation_space, action_space, n_steps: int, n_envs: int) -> FragmentSpec:
@@ -149,6 +151,7 @@ class FragmentSpec:
             obs_shape,
             tuple(action_space.shape or ()),
             int(n) if discrete and n is not None else None,
+            _nvec(action_space),
         )
 
     def check(self, f: Fragment) -> None:
@@ -178,6 +181,10 @@ class FragmentSpec:
             if acts.shape != (t, e, *self.act_shape):
                 raise BadFragment("wrong_shape", f"'acts' is {acts.shape}, expected {(t, e, *self.act_shape)}")
             _finite_numbers(acts, "acts")
+            if self.act_nvec is not None:
+                nvec = np.asarray(self.act_nvec).reshape(self.act_shape)
+                if ((acts < 0) | (acts >= nvec) | (acts != np.floor(acts))).any():
+                    raise BadFragment("bad_action", f"an action entry outside [0, nvec) for nvec {list(self.act_nvec)}")
         for name in ("terminated", "truncated"):
             if getattr(f, name).dtype != np.bool_:
                 raise BadFragment("wrong_dtype", f"'{name}' is {getattr(f, name).dtype}, expected bool")
@@ -192,6 +199,15 @@ class FragmentSpec:
             raise BadFragment(
                 "bad_episode_stats", f"{len(f.episode_returns)} finished episodes for {int(f.dones.sum())} ends"
             )
+
+
+def _nvec(action_space: Any) -> tuple[int, ...] | None:
+    """How many values each entry of a MultiDiscrete (its nvec) or MultiBinary (2) action takes; None for others."""
+    if getattr(action_space, "nvec", None) is not None:
+        return tuple(int(k) for k in np.asarray(action_space.nvec).reshape(-1))
+    if type(action_space).__name__ == "MultiBinary":
+        return (2,) * int(np.prod(action_space.shape or ()))
+    return None
 
 
 def _entries(x: Any) -> Any:
