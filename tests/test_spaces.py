@@ -433,3 +433,21 @@ def test_spaces_that_do_not_count_from_zero_learn_the_experts_values(tmp_path, n
     r = run_cli("infer", str(onnx), "--env", env, "--episodes", "4", "--json")
     assert r.returncode == 0, r.stderr
     assert np.mean(json.loads(r.stdout)["returns"]) >= 0.9 * 16, r.stdout
+
+
+def test_absorbing_rows_and_the_gradient_penalty_take_discrete_spaces_that_do_not_start_at_0():
+    """An absorbing row's observation and action are zeros, outside Discrete(3, start=5): the one-hot clamps
+    them and the flag masks them, so the discriminator judges and trains on them."""
+    obs_space, act_space = gym.spaces.Discrete(4, start=5), gym.spaces.MultiDiscrete([3, 2], start=[-1, 10])
+    disc = Discriminator(
+        obs_space, act_space, DiscConfig(net_arch=[8], absorbing=True, grad_penalty=10.0), "cpu", "gail"
+    )
+    obs = np.array([5, 6, 7, 8])
+    acts = np.array([[-1, 10], [0, 11], [1, 10], [0, 10]])
+    terminated = np.array([False, False, False, True])
+    b = disc.batch(obs, acts, obs, None, terminated)
+    both = type(b).cat([b, disc.absorbing(2)])
+    assert th.isfinite(disc.reward(both)).all() and len(disc.reward(both)) == 6
+    assert np.isfinite(disc.train_step(both, both)["disc/loss"])
+    one_hot = encoders.preprocess(act_space, th.as_tensor(acts))
+    assert one_hot.tolist()[0] == [1, 0, 0, 1, 0] and one_hot.tolist()[1] == [0, 1, 0, 0, 1]
