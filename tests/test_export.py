@@ -242,11 +242,17 @@ def test_onnx_metadata_naming_code_is_not_loaded(exported, tmp_path):
         ("observation_space", {"type": "Dict", "spaces": {"x": {"type": "Discrete", "n": 2}}}, r"takes \['obs'\]"),
         ("observation_space", {"type": "Dict", "spaces": {"a/b": {"type": "Discrete", "n": 2}}}, "malformed"),
         ("observation_space", {"type": "Dict", "spaces": {}}, "malformed"),
+        ("action_space", {"type": "Discrete", "n": 2, "start": "1"}, "malformed.*start="),
+        ("action_space", {"type": "Discrete", "n": 2, "start": True}, "malformed.*start="),
+        ("action_space", {"type": "Discrete", "n": 2, "start": [1]}, "malformed.*start="),
+        ("action_space", {"type": "Discrete", "n": 2, "start": 1 << 40}, "malformed.*start="),
+        ("action_space", {"type": "MultiDiscrete", "nvec": [2, 2], "start": [1]}, r"malformed.*start=\[1\]"),
     ],
 )
 def test_onnx_metadata_naming_dict_spaces_it_does_not_fit_is_one_line(exported, tmp_path, key, space, says):
     """Metadata that names a Dict action space, a Dict observation the graph's inputs do not match, an entry
-    name with '/', or no entries: refused in one line, before any observation."""
+    name with '/', no entries, or a Discrete's or MultiDiscrete's start that is not a whole number (one per
+    entry) within 32 bits: refused in one line, before any observation."""
     import onnx
 
     model = onnx.load(str(exported[0]))
