@@ -658,6 +658,9 @@ def test_a_space_nested_past_any_shape_is_refused():
     for start in ([10**30, 0], ["a", 0], [{"x": 1}, 0], 1.5, True):
         with pytest.raises(ValueError, match="a MultiDiscrete start of"):
             demos.space_from_json({"type": "MultiDiscrete", "nvec": [2, 3], "start": start})
+    for start in (10**30, "1", 2.5, True, [1]):  # an OverflowError, or a start silently rounded, before
+        with pytest.raises(ValueError, match="a Discrete start of"):
+            demos.space_from_json({"type": "Discrete", "n": 2, "start": start})
 
 
 def test_a_files_recorded_with_is_quoted_only_when_it_names_settings(tmp_path):

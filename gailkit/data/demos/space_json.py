@@ -103,7 +103,10 @@ def space_from_json(d: dict[str, Any]) -> gym.Space:
         shape, dtype = tuple(d["shape"]), np.dtype(d["dtype"])
         return gym.spaces.Box(_unbound(d["low"], shape, dtype), _unbound(d["high"], shape, dtype), shape, dtype)
     if kind == "Discrete":
-        return gym.spaces.Discrete(int(d["n"]), start=int(d.get("start", 0)))
+        start = d.get("start", 0)
+        if type(start) is not int or abs(start) >= 1 << 62:
+            raise ValueError(f"a Discrete start of {str(start)[:40]}")
+        return gym.spaces.Discrete(int(d["n"]), start=start)
     if kind == "MultiDiscrete":
         nvec = np.asarray(d["nvec"], np.int64)
         raw = d.get("start", 0)
