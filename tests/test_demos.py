@@ -658,6 +658,11 @@ def test_a_space_nested_past_any_shape_is_refused():
     for start in ([10**30, 0], ["a", 0], [{"x": 1}, 0], 1.5, True):
         with pytest.raises(ValueError, match="a MultiDiscrete start of"):
             demos.space_from_json({"type": "MultiDiscrete", "nvec": [2, 3], "start": start})
+    for d in ({"type": "MultiDiscrete", "shape": [1], "nvec": 10**30}, {"type": "MultiBinary", "shape": [1], "n": 1.5}):
+        with pytest.raises(ValueError, match="shape/size"):  # read by the field the space is built from, not `shape`
+            demos.space_from_json(d)
+    with pytest.raises(ValueError, match="unknown space type 'Text'"):
+        demos.space_from_json({"type": "Text", "n": 3})
     for start in (10**30, "1", 2.5, True, [1]):  # an OverflowError, or a start silently rounded, before
         with pytest.raises(ValueError, match="a Discrete start of"):
             demos.space_from_json({"type": "Discrete", "n": 2, "start": start})

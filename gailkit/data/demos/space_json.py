@@ -93,11 +93,14 @@ def space_from_json(d: dict[str, Any]) -> gym.Space:
         if not isinstance(subs, list):
             raise ValueError("a Tuple space needs a list of 'subspaces'")
         return _dict_space({"spaces": {str(i): sub for i, sub in enumerate(subs)}})
-    dims = d.get("shape", d.get("nvec", [d.get("n", 1)]))
+    if kind not in ("Box", "Discrete", "MultiDiscrete", "MultiBinary"):
+        raise ValueError(f"unknown space type {str(kind)[:40]!r}")
+    # the field each kind is built from (a file may carry others beside it, such as a shape it does not use)
+    dims = {"Box": d.get("shape"), "MultiDiscrete": d.get("nvec"), "MultiBinary": d.get("n")}.get(kind, d.get("n"))
     dims = dims if isinstance(dims, list) else [dims]
     if kind in ("MultiDiscrete", "MultiBinary"):  # nvec (MultiBinary: n) may be nested to the space's shape
         dims = _flat_ints(dims)
-    if not all(isinstance(x, int) and 0 <= x <= MAX_SPACE_SIZE for x in dims) or int(np.prod(dims)) > MAX_SPACE_SIZE:
+    if not all(type(x) is int and 0 <= x <= MAX_SPACE_SIZE for x in dims) or int(np.prod(dims)) > MAX_SPACE_SIZE:
         raise ValueError(f"a space of shape/size {dims!r}")
     if kind == "Box":
         shape, dtype = tuple(d["shape"]), np.dtype(d["dtype"])
