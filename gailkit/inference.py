@@ -222,5 +222,6 @@ def _check_actions(actions: Any, n: int, space: dict[str, Any], path: Path) -> N
         start = np.asarray(space["start"], dtype=np.float64)
         if nvec.shape != arr.shape[1:] or not ((arr >= start) & (arr < start + nvec)).all():
             raise InferenceError(
-                f"{path}: the graph returned an action outside MultiDiscrete({nvec.astype(int).tolist()})"
+                f"{path}: the graph returned an action outside MultiDiscrete({nvec.astype(int).tolist()}, "
+                f"start={space['start']})"
             )

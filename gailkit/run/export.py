@@ -73,9 +73,8 @@ def _sample_obs(space: gym.Space, n: int, rng: np.random.Generator) -> list[np.n
     if isinstance(space, gym.spaces.Discrete):
         return [rng.integers(space.start, space.start + space.n, n)]
     if isinstance(space, gym.spaces.MultiDiscrete):
-        return [
-            ((rng.random((n, *space.shape)) * space.nvec).astype(space.dtype) + start_of(space)).astype(space.dtype)
-        ]
+        start = start_of(space)
+        return [rng.integers(start, start + space.nvec, (n, *space.shape)).astype(space.dtype)]
     if isinstance(space, gym.spaces.MultiBinary):
         return [rng.integers(0, 2, (n, *space.shape)).astype(space.dtype)]
     raise ExportError(f"observation space {space} is not supported for export")

@@ -58,6 +58,7 @@ class DeterministicHead(th.nn.Module):
         self.discrete = self.kind != "box"
         # the heads count from 0; the graph's action is the env's value (plus a Discrete's or MultiDiscrete's start)
         self.register_buffer("start", th.as_tensor(start_of(space), dtype=th.int64))
+        self.shifted = bool(np.any(start_of(space) != 0))  # 0 for every other kind
 
     def forward(self, obs: Any) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
         features = self.pol.extract_features(obs, self.pol.features_extractor)
@@ -82,6 +83,6 @@ class DeterministicHead(th.nn.Module):
             action = th.minimum(th.maximum(out, self.low), self.high).reshape(-1, *self.shape)
             log_std = self.pol.log_std.expand_as(out)  # at the mean, the Gaussian's quadratic term is 0
             log_prob = (-log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
-        if self.kind in ("discrete", "multi_discrete") and bool((self.start != 0).any()):
+        if self.shifted:
             action = action + self.start
         return action, self.pol.value_net(latent_vf).squeeze(-1), log_prob
