@@ -15,7 +15,7 @@ import numpy as np
 
 from gailkit.core import obs as obs_tree
 from gailkit.core.errors import GailkitError, first_line
-from gailkit.core.textparse import loads_json
+from gailkit.core.textparse import loads_json, shown
 
 
 class InferenceError(GailkitError):
@@ -158,12 +158,12 @@ def _space(d: Any, nested: bool = False) -> dict[str, Any]:
             raise ValueError("a Dict space's entry names must be non-empty strings without '/'")
         return {"type": "Dict", "spaces": {k: _space(v, nested=True) for k, v in entries.items()}}
     if not isinstance(d, dict) or d.get("type") not in _KINDS:
-        raise ValueError(f"a space of type {d.get('type') if isinstance(d, dict) else d!r}")
+        raise ValueError(f"a space of type {shown(d.get('type') if isinstance(d, dict) else d)}")
     out = dict(d)
     if d["type"] == "Discrete":
         n = d.get("n")
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n < 1 << 31:
-            raise ValueError(f"Discrete n={n!r}")
+            raise ValueError(f"Discrete n={shown(n)}")
         out.update(shape=[], dtype="int64", start=_start(d.get("start", 0), []))
     elif d["type"] == "MultiBinary" and "shape" not in d:
         n = d.get("n")
@@ -171,7 +171,7 @@ def _space(d: Any, nested: bool = False) -> dict[str, Any]:
     elif d["type"] == "MultiDiscrete":
         nvec = d.get("nvec")
         if not isinstance(nvec, list) or not nvec or not all(type(k) is int and 1 <= k < 1 << 31 for k in nvec):
-            raise ValueError(f"MultiDiscrete nvec={nvec!r}")
+            raise ValueError(f"MultiDiscrete nvec={shown(nvec)}")
         out["shape"], out["dtype"] = [len(nvec)], "int64"
         out["start"] = _start(d.get("start", 0), [len(nvec)])
     shape = out.get("shape", [])
@@ -180,7 +180,7 @@ def _space(d: Any, nested: bool = False) -> dict[str, Any]:
         or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 20 for v in shape)
         or int(np.prod(shape, dtype=np.float64)) > 1 << 28
     ):
-        raise ValueError(f"shape {shape!r}")
+        raise ValueError(f"shape {shown(shape)}")
     dtype = np.dtype(str(out.get("dtype", "float32")))
     if dtype.kind not in "fiub":
         raise ValueError(f"dtype {dtype}")
@@ -195,7 +195,7 @@ def _start(value: Any, shape: list[int]) -> Any:
     if not all(type(v) is int and -(1 << 31) <= v < 1 << 31 for v in values) or (
         isinstance(value, list) and [len(value)] != shape
     ):
-        raise ValueError(f"start={value!r}")
+        raise ValueError(f"start={shown(value)}")
     return value
 
 

@@ -663,6 +663,44 @@ def test_json_and_yaml_nested_too_deeply_are_one_line_everywhere(tmp_path):
         wire.decode_json(deep_json.encode())
 
 
+def test_yaml_whose_aliases_expand_past_any_setting_is_one_line_at_once(tmp_path):
+    """Anchors nested ten deep (the "billion laughs") load at once, since PyYAML shares each alias, yet every
+    walk of the result expands them: a settings file, a run's config.yaml or an rl-zoo3 config.yml of a dozen
+    lines hung `train` in its check of the values (and would have in writing the run's config). Each is refused
+    in one line now; and a long value is shown cut short in its error, not in full."""
+    import shutil
+
+    laughs = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    laughs += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 10)]
+    bomb = "\n".join(laughs) + "\nseed: *a9\n"
+    (tmp_path / "bomb.yaml").write_text(bomb)
+    demos_args = ("--env", "CartPole-v1", "--demos", "data/cartpole.arrow")
+    expands = "not valid YAML (YAML whose aliases expand it past 1,000,000 values)"
+    r = run_cli("train", *demos_args, "--config", str(tmp_path / "bomb.yaml"), "--run-dir", str(tmp_path / "r1"),
+                timeout=60)  # fmt: skip
+    _one_line(r, f"bomb.yaml: {expands}")
+    assert not (tmp_path / "r1").exists()
+    (tmp_path / "long.yaml").write_text(f"seed: [{', '.join(map(str, range(100_000)))}]\n")
+    r = run_cli("train", *demos_args, "--config", str(tmp_path / "long.yaml"), "--run-dir", str(tmp_path / "r2"))
+    _one_line(r, "'seed': expected an integer, got [0, 1, 2, 3, 4, 5, ...]")
+    assert len(r.stderr) < 300
+    run = tmp_path / "run"
+    r = run_cli("train", *demos_args, "--preset", "tiny", "--total-steps", "64", "--run-dir", str(run), "--quiet")
+    assert r.returncode == 0, r.stderr
+    kept = (run / "final" / "checkpoint.pt").read_bytes()
+    (run / "config.yaml").write_text(bomb)
+    _one_line(run_cli("train", "--resume", str(run), timeout=60), f"config.yaml: {expands}")
+    assert (run / "final" / "checkpoint.pt").read_bytes() == kept
+    zoo = tmp_path / "logs" / "ppo" / "CartPole-v1_1"
+    (zoo / "CartPole-v1").mkdir(parents=True)
+    shutil.copy(ROOT / "experts" / "cartpole.zip", zoo / "CartPole-v1.zip")
+    (zoo / "CartPole-v1" / "config.yml").write_text(bomb)
+    out = tmp_path / "x.arrow"
+    r = run_cli("demos", "record", "--episodes", "1", "--out", str(out), "--expert", str(zoo), timeout=60)
+    _one_line(r, "config.yml: not rl-zoo3's hyperparameters (YAML whose aliases expand it past 1,000,000 values)")
+    assert not out.exists()
+
+
 def _tmpfs(folder: Path, size_kb: int) -> bool:
     folder.mkdir(parents=True, exist_ok=True)
     return (

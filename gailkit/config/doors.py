@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from gailkit.config.loading import migrate, read_yaml
+from gailkit.core import textparse
 
 # Settings that open a door: which files are unpickled with the plain unpickler, who may connect to the
 # learner, which Ray cluster gets the run, where metrics are sent (W&B). They come only from flags typed in this invocation (the
@@ -38,7 +39,7 @@ def without_doors(data: dict[str, Any], source: str) -> dict[str, Any]:
         if key in section:
             value = section.pop(key)
             if value not in ("", False, None):
-                ignored.append(f"{dotted}={value!r} (pass {flag} to set it)")
+                ignored.append(f"{dotted}={textparse.shown(value)} (pass {flag} to set it)")
     if ignored:
         import warnings
 

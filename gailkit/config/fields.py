@@ -8,6 +8,7 @@ import dataclasses
 import math
 from typing import Any
 
+from gailkit.core import textparse
 from gailkit.core.errors import ConfigError
 
 
@@ -15,7 +16,7 @@ class FieldError(ConfigError):
     """One field is out of its bounds; `field` is its name within its dataclass."""
 
     def __init__(self, field: str, says: str, value: Any):
-        super().__init__(f"'{field}' {says}, got {value!r}")
+        super().__init__(f"'{field}' {says}, got {textparse.shown(value)}")
         self.field, self.says, self.value = field, says, value
 
 

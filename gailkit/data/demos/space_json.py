@@ -10,6 +10,7 @@ import gymnasium as gym
 import numpy as np
 
 from gailkit.core import obs as obs_tree
+from gailkit.core import textparse
 
 
 def _bound(a: np.ndarray) -> Any:
@@ -101,7 +102,7 @@ def space_from_json(d: dict[str, Any]) -> gym.Space:
     if kind in ("MultiDiscrete", "MultiBinary"):  # nvec (MultiBinary: n) may be nested to the space's shape
         dims = _flat_ints(dims)
     if not all(type(x) is int and 0 <= x <= MAX_SPACE_SIZE for x in dims) or int(np.prod(dims)) > MAX_SPACE_SIZE:
-        raise ValueError(f"a space of shape/size {dims!r}")
+        raise ValueError(f"a space of shape/size {textparse.shown(dims)}")
     if kind == "Box":
         shape, dtype = tuple(d["shape"]), np.dtype(d["dtype"])
         return gym.spaces.Box(_unbound(d["low"], shape, dtype), _unbound(d["high"], shape, dtype), shape, dtype)
@@ -121,7 +122,7 @@ def space_from_json(d: dict[str, Any]) -> gym.Space:
         return gym.spaces.MultiDiscrete(nvec, start=np.broadcast_to(start, nvec.shape).copy())
     if kind == "MultiBinary":
         return gym.spaces.MultiBinary(d["n"])
-    raise ValueError(f"unknown space type {kind!r}")
+    raise ValueError(f"unknown space type {textparse.shown(kind)}")
 
 
 def describe_space(d: dict[str, Any] | None) -> str:
