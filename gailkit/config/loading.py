@@ -13,8 +13,8 @@ from typing import Any, Literal, TypeVar
 import yaml
 
 from gailkit.config.fields import FieldError
-from gailkit.core import textparse
 from gailkit.core.errors import ConfigError
+from gailkit.core.textparse import load_yaml, shown
 
 T = TypeVar("T")
 
@@ -64,7 +64,7 @@ def from_dict(cls: type[T], data: Any, path: str = "") -> T:
         return cls(**kwargs)
     except FieldError as e:
         full = f"{path}.{e.field}" if path else e.field
-        raise ConfigError(f"'{full}' {e.says}, got {textparse.shown(e.value)}") from None
+        raise ConfigError(f"'{full}' {e.says}, got {shown(e.value)}") from None
     except (TypeError, ValueError) as e:
         raise ConfigError(f"{path or 'config'}: {e}") from None
 
@@ -89,7 +89,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if not all(keys):
         raise ConfigError(f"--set {text!r}: empty key segment in {key!r}")
     try:
-        value = textparse.load_yaml(raw) if raw.strip() else ""
+        value = load_yaml(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
     return keys, value
@@ -113,7 +113,7 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not a text file") from None
     try:
-        data = textparse.load_yaml(text)
+        data = load_yaml(text)
     except yaml.YAMLError as e:
         line = f" line {where.line + 1}" if (where := getattr(e, "problem_mark", None)) else ""
         raise ConfigError(f"{path}:{line} not valid YAML ({getattr(e, 'problem', e)})") from None
@@ -214,25 +214,25 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
                 return _coerce(arg, value, path)
             except ConfigError as e:
                 errors.append(str(e))
-        raise ConfigError(errors[0] if errors else f"'{path}': bad value {textparse.shown(value)}")
+        raise ConfigError(errors[0] if errors else f"'{path}': bad value {shown(value)}")
     if origin is Literal:
         if value not in args:
-            raise ConfigError(f"'{path}': expected one of {', '.join(map(repr, args))}, got {textparse.shown(value)}")
+            raise ConfigError(f"'{path}': expected one of {', '.join(map(repr, args))}, got {shown(value)}")
         return value
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return from_dict(tp, value, path)
     if origin is list:
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"'{path}': expected a list, got {textparse.shown(value)}")
+            raise ConfigError(f"'{path}': expected a list, got {shown(value)}")
         return [_coerce(args[0] if args else Any, v, f"{path}[{i}]") for i, v in enumerate(value)]
     if origin is dict:
         if not isinstance(value, dict):
-            raise ConfigError(f"'{path}': expected a mapping, got {textparse.shown(value)}")
+            raise ConfigError(f"'{path}': expected a mapping, got {shown(value)}")
         return dict(value)
     if tp is bool:
         if isinstance(value, bool):
             return value
-        raise ConfigError(f"'{path}': expected true or false, got {textparse.shown(value)}")
+        raise ConfigError(f"'{path}': expected true or false, got {shown(value)}")
     if tp in (int, float):
         number = value
         if isinstance(value, str):  # YAML 1.1 reads `1e5` as a string
@@ -241,19 +241,17 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
             except ValueError:
                 pass
         if isinstance(number, bool) or not isinstance(number, (int, float)):
-            raise ConfigError(
-                f"'{path}': expected {'an integer' if tp is int else 'a number'}, got {textparse.shown(value)}"
-            )
+            raise ConfigError(f"'{path}': expected {'an integer' if tp is int else 'a number'}, got {shown(value)}")
         if not math.isfinite(number):
-            raise ConfigError(f"'{path}': expected a finite number, got {textparse.shown(value)}")
+            raise ConfigError(f"'{path}': expected a finite number, got {shown(value)}")
         if tp is int:
             if float(number) != int(number):
-                raise ConfigError(f"'{path}': expected an integer, got {textparse.shown(value)}")
+                raise ConfigError(f"'{path}': expected an integer, got {shown(value)}")
             return int(number)
         return float(number)
     if tp is str:
         if not isinstance(value, str):
-            raise ConfigError(f"'{path}': expected a string, got {textparse.shown(value)}")
+            raise ConfigError(f"'{path}': expected a string, got {shown(value)}")
         return value
     raise AssertionError(f"unsupported config type {tp!r} at {path}")
 
