@@ -66,6 +66,10 @@ def test_action_error_best_is_lower_is_better():
             lambda p: th.save({**_dict(), "best": {"metric": "return", "value": float("inf"), "round": 0}}, p),
             "malformed 'best'",
         ),
+        # shared references that a walk (a check, a repr) would expand to 10^10 values, and a list that holds itself
+        (lambda p: th.save({**_dict(), "format": _laughs()}, p), "its shared references expand it past"),
+        (lambda p: th.save({**_dict(), "config": {"policy": {"net_arch": _laughs()}}}, p), "expand it past"),
+        (lambda p: th.save({**_dict(), "learner": {"w": _cycle()}}, p), "it holds itself"),
     ],
 )
 def test_bad_checkpoints_are_one_line_without_torchs_unsafe_advice(tmp_path, spoil, message):
@@ -74,6 +78,19 @@ def test_bad_checkpoints_are_one_line_without_torchs_unsafe_advice(tmp_path, spo
     with pytest.raises(CheckpointError, match=message) as e:
         checkpoint.load(path)
     assert "\n" not in str(e.value) and "weights_only=False" not in str(e.value)
+
+
+def _laughs() -> list:
+    rows: list = [16] * 10
+    for _ in range(9):
+        rows = [rows] * 10
+    return rows
+
+
+def _cycle() -> list:
+    rows: list = [1.0]
+    rows.append(rows)
+    return rows
 
 
 def _dict():

@@ -29,6 +29,7 @@ LAYERS = {
     "fsutil": -2,
     "textparse": -2,  # JSON and YAML with their nesting bounded (json, and yaml when asked)
     "limits": -2,
+    "expansion": -2,  # what a loaded pickle's shared references expand to (numpy only)
     "arrow_tensors": -1,
     "framestacks": -2,  # frame stacks held as frames and an index (numpy arrays or torch tensors; no torch import)
     "obs": -1,  # observation batches: an array or a dict of arrays

@@ -174,3 +174,61 @@ def test_a_folder_pickle_of_another_env_is_never_unpickled(tmp_path, custom_demo
     finally:
         pickle_io.read = saved
     assert loaded == ["custom.pkl"] and len(d) == len(custom_demos)
+
+
+def test_what_a_few_bytes_of_pickle_would_build_past_memory_is_refused_at_once(tmp_path):
+    """A pickle refers back to what it has built in a few bytes, and calls the constructors it may name: ten
+    lists of ten references to the one before (358 bytes) are 10^10 numbers once `numpy.asarray` walks them,
+    `bytearray(10**10)` (by REDUCE, or by protocol 0's `copyreg._reconstructor`) is 10 GB of zeros, and a list
+    that holds itself never ends. Each hung `demos inspect` or took its memory; each is one line now, at once,
+    and a file whose rows share one list (small) still loads."""
+    from tests.conftest import run_cli
+
+    laughs: list = [0.0] * 10
+    for _ in range(9):
+        laughs = [laughs] * 10
+    cycle: list = [1.0]
+    cycle.append(cycle)
+
+    class Sized:
+        def __reduce__(self):
+            return (bytearray, (10**10,))
+
+    files = {
+        "laughs": (pickle.dumps({"obs": laughs, "next_obs": laughs, "acts": [0] * 10}), "expand it past"),
+        "bytearray": (pickle.dumps({"obs": Sized(), "next_obs": [0.0]}, protocol=4), "bytearray() of anything but"),
+        "reconstructor": (
+            b"(dS'obs'\nccopy_reg\n_reconstructor\n(c__builtin__\nbytearray\nc__builtin__\nbytearray\n"
+            b"I10000000000\ntRs.",
+            "bytearray() of anything but",
+        ),
+        "list": (b"(dS'obs'\nc__builtin__\nlist\n(I10000000000\ntRs.", "list() of anything but"),
+        "cycle": (pickle.dumps({"obs": cycle, "next_obs": cycle, "acts": [0, 0]}), "holds itself"),
+    }
+    for name, (data, says) in files.items():
+        (tmp_path / f"{name}.pkl").write_bytes(data)
+        r = run_cli("demos", "inspect", str(tmp_path / f"{name}.pkl"), timeout=60)
+        errors = [line for line in r.stderr.splitlines() if line.startswith("gailkit: error: ")]
+        assert r.returncode == 2 and len(errors) == 1 and "Traceback" not in r.stderr, (name, r.stderr[-2000:])
+        assert f"{name}.pkl" in errors[0] and says in errors[0], (name, errors)
+    import zipfile
+
+    import torch as th
+
+    from tests.conftest import ROOT
+
+    weights = io.BytesIO()  # torch's weights-only loader is an unpickler too: an SB3 zip's policy.pth
+    th.save({"w": laughs}, weights)
+    with zipfile.ZipFile(ROOT / "experts" / "cartpole.zip") as src, zipfile.ZipFile(tmp_path / "e.zip", "w") as z:
+        for name in src.namelist():
+            z.writestr(name, weights.getvalue() if name == "policy.pth" else src.read(name))
+    out = tmp_path / "x.arrow"
+    r = run_cli("demos", "record", "--expert", str(tmp_path / "e.zip"), "--env", "CartPole-v1", "--out", str(out),
+                "--episodes", "1", timeout=60)  # fmt: skip
+    assert r.returncode == 2 and "e.zip: not a readable stable-baselines3 zip" in r.stderr, r.stderr[-2000:]
+    assert "expand it past" in r.stderr and not out.exists()
+    rows = [[0.5, 1.0, 2.0]] * 20  # every row the one list: 60 numbers, as written
+    shared = {"obs": rows, "next_obs": rows, "acts": [[0.0]] * 20, "dones": [False] * 19 + [True]}
+    (tmp_path / "shared.pkl").write_bytes(pickle.dumps(shared))
+    loaded = demos.load(tmp_path / "shared.pkl")
+    assert loaded.obs.shape == (20, 3) and np.all(loaded.obs == [0.5, 1.0, 2.0])

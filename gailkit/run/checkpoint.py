@@ -19,7 +19,7 @@ import numpy as np
 import torch as th
 
 from gailkit import __version__
-from gailkit.core import fsutil
+from gailkit.core import expansion, fsutil, limits, textparse
 from gailkit.core.errors import GailkitError, first_line
 
 FORMAT = 2
@@ -185,9 +185,13 @@ def load(path: str | Path, device: str | th.device = "cpu") -> RunState:
     except Exception as e:  # noqa: BLE001 - torch raises assorted errors for truncated, foreign or hostile files
         kind = "truncated or corrupt" if isinstance(e, (EOFError, RuntimeError)) else "not a torch file of plain data"
         raise CheckpointError(f"{path}: not a readable gailkit checkpoint ({kind}: {type(e).__name__})") from None
+    try:
+        expansion.check(data, limits.memory_budget())
+    except expansion.Expands as e:
+        raise CheckpointError(f"{path}: not a gailkit checkpoint: {e}") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
-        raise CheckpointError(f"{path}: not a gailkit checkpoint of format {FORMAT} (found {found!r})")
+        raise CheckpointError(f"{path}: not a gailkit checkpoint of format {FORMAT} (found {textparse.shown(found)})")
     for key, expected in _TYPES.items():
         if not isinstance(data.get(key), expected) or (expected is int and isinstance(data.get(key), bool)):
             raise CheckpointError(f"{path}: field '{key}' is missing or not a {expected.__name__}")

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from gailkit.core import obs as obs_tree
+from gailkit.core import textparse
 from gailkit.core.errors import DemoError
 from gailkit.core.framestacks import FrameStacks
 
@@ -70,7 +71,7 @@ class DemoMeta:
                 or (isinstance(value, float) and not math.isfinite(value))
             ):
                 raise DemoError(
-                    f"{path}: metadata field '{key}' is {value!r}, expected a {getattr(kind, '__name__', 'number')}"
+                    f"{path}: metadata field '{key}' is {textparse.shown(value)}, expected a {getattr(kind, '__name__', 'number')}"
                 )
             out[key] = value
         return cls(**out, format=fmt, path=path)

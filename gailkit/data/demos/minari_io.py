@@ -124,7 +124,9 @@ def read(path: str | Path) -> Demos:
     elif meta["format"] == "arrow":
         episodes = _read_arrow(data)
     else:
-        raise DemoError(f"{data}: Minari storage {meta['format']!r} is not supported (hdf5 and arrow are)")
+        raise DemoError(
+            f"{data}: Minari storage {textparse.shown(meta['format'])} is not supported (hdf5 and arrow are)"
+        )
     if not episodes:
         raise DemoError(f"{data}: a Minari dataset with no episodes")
     cols: dict[str, list] = {

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from gailkit.core import fsutil, limits
+from gailkit.core import expansion, fsutil, limits
 from gailkit.core import obs as obs_tree
 from gailkit.core.errors import DemoError
 from gailkit.data.demos.arrow_io import from_columns
@@ -33,9 +33,11 @@ def _unpickle(path: Path, unsafe: bool) -> Any:
     if not data:
         raise DemoError(f"{path}: empty file")
     try:
-        if unsafe:
-            return pickle.loads(data)
-        return RestrictedUnpickler(io.BytesIO(data)).load()
+        obj = pickle.loads(data) if unsafe else RestrictedUnpickler(io.BytesIO(data)).load()
+        expansion.check(obj, limits.memory_budget())
+        return obj
+    except expansion.Expands as e:
+        raise DemoError(f"{path}: refused: {e}") from None
     except RefusedGlobal as e:
         raise DemoError(
             f"{path}: refused to unpickle '{e.name}' (a pickle can run code; only numpy arrays, "

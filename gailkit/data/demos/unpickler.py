@@ -85,6 +85,32 @@ def _same(value: Any) -> Any:
     return value
 
 
+# What a container's constructor may be called with from a pickle: data the file holds. A number would be a
+# size (`bytearray(10**10)` is a dozen bytes of pickle and 10 GB of memory), so it is refused.
+_CONTENTS = (bytes, bytearray, str, list, tuple, set, frozenset, dict)
+_SIZED = (bytearray, list, tuple, set, frozenset, dict, collections.OrderedDict)
+
+
+def _checked(cls: Any) -> Any:
+    """`cls` as a pickle may call it: a container only from contents, never from a number."""
+    if cls not in _SIZED:
+        return cls
+
+    def make(*args: Any, **kwargs: Any) -> Any:
+        if kwargs or len(args) > 1 or (args and not isinstance(args[0], _CONTENTS)):
+            raise pickle.UnpicklingError(f"{cls.__name__}() of anything but contents the file holds")
+        return cls(*args)
+
+    return make
+
+
+def _reconstructor(cls: Any, base: Any, state: Any) -> Any:
+    """`copyreg._reconstructor` (protocols 0-1), its base's constructor checked as a pickle's call of it is."""
+    if base is not object and state is not None:
+        _checked(base)(state)
+    return vars(copyreg)["_reconstructor"](cls, base, state)
+
+
 def _allowed() -> dict[tuple[str, str], Callable[[], Any]]:
     table: dict[tuple[str, str], Callable[[], Any]] = {}
     for core in ("numpy.core", "numpy._core"):
@@ -101,11 +127,9 @@ def _allowed() -> dict[tuple[str, str], Callable[[], Any]]:
         table[("numpy.dtypes", name)] = _numpy(f"numpy.dtypes:{name}")
     for name in ("dict", "list", "tuple", "set", "frozenset", "bytearray", "complex", "slice", "object"):
         for module in ("builtins", "__builtin__"):  # protocols 0-2 write Python 2's names
-            table[(module, name)] = functools.partial(getattr, builtins, name)
-    table[("collections", "OrderedDict")] = lambda: collections.OrderedDict
-    table[("copyreg", "_reconstructor")] = table[("copy_reg", "_reconstructor")] = lambda: vars(copyreg)[
-        "_reconstructor"
-    ]
+            table[(module, name)] = functools.partial(_checked, getattr(builtins, name))
+    table[("collections", "OrderedDict")] = functools.partial(_checked, collections.OrderedDict)
+    table[("copyreg", "_reconstructor")] = table[("copy_reg", "_reconstructor")] = lambda: _reconstructor
     table[("_codecs", "encode")] = lambda: __import__("_codecs").encode
     for name, cls in RECORDS.items():
         table[("imitation.data.types", name)] = functools.partial(_same, cls)

@@ -21,7 +21,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from gailkit.core import fsutil
+from gailkit.core import fsutil, textparse
 from gailkit.core.errors import ExpertError, GailkitError
 from gailkit.data.demos import unpickler
 
@@ -111,7 +111,7 @@ def read(path: Path, observation_space: gym.Space) -> ObsStats | None:
     numbers = {"count": rms.count, "clip_obs": vn.clip_obs, "epsilon": vn.epsilon}
     for key, value in numbers.items():
         if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not 0 < float(value) < 1e300:
-            raise bad(f"its {key} is {value!r}, not a positive number")
+            raise bad(f"its {key} is {textparse.shown(value)}, not a positive number")
     return ObsStats(mean, var, float(rms.count), float(vn.clip_obs), float(vn.epsilon))
 
 

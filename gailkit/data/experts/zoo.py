@@ -98,6 +98,8 @@ def env_pipeline(params: dict[str, Any], source: Path) -> dict[str, Any]:
     stack = params.get("frame_stack")
     if stack not in (None, False):
         if isinstance(stack, bool) or not isinstance(stack, int) or not 1 <= stack <= 64:
-            raise ExpertError(f"{source}: frame_stack {stack!r} is not a whole number of frames from 1 to 64")
+            raise ExpertError(
+                f"{source}: frame_stack {textparse.shown(stack)} is not a whole number of frames from 1 to 64"
+            )
         out["frame_stack"] = stack
     return out

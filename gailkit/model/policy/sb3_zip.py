@@ -16,7 +16,7 @@ from zlib import error as zlib_error
 
 import torch as th
 
-from gailkit.core import fsutil, limits, textparse
+from gailkit.core import expansion, fsutil, limits, textparse
 from gailkit.core.errors import GailkitError, first_line
 from gailkit.model import encoders, spaces
 from gailkit.model.policy import ACTIVATIONS
@@ -64,7 +64,9 @@ def read_sb3_zip(path: Path, observation_space: Any, action_space: Any):
                 limits.check_size(info.file_size, info.compress_size, f"{path}: {name}")
             data = textparse.loads_json(z.read("data"))
             weights = th.load(io.BytesIO(z.read("policy.pth")), map_location="cpu", weights_only=True)
+        expansion.check(weights, limits.memory_budget())
     except (
+        expansion.Expands,
         zipfile.BadZipFile,
         KeyError,
         OSError,
