@@ -1,4 +1,4 @@
-"""`OnnxPolicy`: run an exported policy with onnxruntime and numpy alone (no torch import).
+"""`OnnxPolicy`: run an exported policy with onnxruntime and numpy (no torch import).
 
 from gailkit.inference import OnnxPolicy
 pi = OnnxPolicy("exports/cartpole.onnx")
@@ -29,16 +29,48 @@ def session(model: str | Path | bytes, threads: int = 1):
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
-    source = model if isinstance(model, bytes) else str(model)
-    if not isinstance(model, bytes):
+    where = "model" if isinstance(model, bytes) else str(model)
+    if isinstance(model, bytes):
+        data = model
+    else:
         from gailkit.core import fsutil, limits
 
         limits.check_size(fsutil.check_regular(model).stat().st_size, None, str(model))
-    try:
-        return ort.InferenceSession(source, sess_options=opts, providers=["CPUExecutionProvider"])
+        data = Path(model).read_bytes()
+    _refuse_external_data(data, where)
+    try:  # the bytes just checked, not the path again: what runs is what was checked
+        return ort.InferenceSession(data, sess_options=opts, providers=["CPUExecutionProvider"])
     except Exception as e:  # onnxruntime raises its own exception types for bad files
-        where = "model" if isinstance(model, bytes) else str(model)
         raise InferenceError(f"{where}: not a loadable ONNX model ({first_line(e)})") from None
+
+
+def _refuse_external_data(data: bytes, where: str) -> None:
+    """Refuse a model any of whose tensors is stored in another file. ONNX lets a tensor name a file by path,
+    and onnxruntime before 1.24 read whatever it named (`../../.ssh/id_rsa`, an absolute path) as weights, which a
+    graph can then return as its output. gailkit's exports hold every weight in the file. Every message of the
+    model is walked (initializers, Constant nodes, subgraphs of If and Loop, functions), not a list of places."""
+    import onnx
+    from google.protobuf.descriptor import FieldDescriptor
+    from google.protobuf.message import Message
+
+    try:
+        proto = onnx.load_from_string(data)
+    except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and others
+        raise InferenceError(f"{where}: not a loadable ONNX model ({type(e).__name__})") from None
+    stack: list[Any] = [proto]
+    while stack:
+        msg = stack.pop()
+        if isinstance(msg, onnx.TensorProto) and (
+            msg.data_location == onnx.TensorProto.EXTERNAL or len(msg.external_data)
+        ):
+            found = {e.key: e.value for e in msg.external_data}.get("location", "")
+            raise InferenceError(
+                f"{where}: refused: its tensor {shown(msg.name)} is stored in another file ({shown(found)}); "
+                "gailkit reads ONNX models whose weights are all in the file"
+            )
+        for field, value in msg.ListFields():
+            if field.type == FieldDescriptor.TYPE_MESSAGE:
+                stack.extend([value] if isinstance(value, Message) else value)  # one message, or a repeated field
 
 
 class OnnxPolicy:

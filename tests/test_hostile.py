@@ -617,6 +617,67 @@ def test_crafted_onnx_files_are_one_line(tmp_path):
             _one_line(r, message)
 
 
+def test_an_onnx_model_whose_weights_name_another_file_is_refused_before_anything_reads_it(tmp_path):
+    """ONNX lets a tensor be stored in a file it names by path; onnxruntime before 1.24 read whatever it named
+    (an absolute path, `../`), and a graph of one Identity then returns that file's bytes as its actions. A
+    model is refused when any tensor anywhere in it (an initializer, a Constant node, a subgraph) names a file,
+    even one beside it, which a newer onnxruntime would read."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from gailkit.inference import InferenceError, OnnxPolicy
+
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(b"0123456789abcdef")
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "beside.bin").write_bytes(b"0123456789abcdef")
+    box = '{"type": "Box", "shape": [2], "dtype": "float32", "low": "-inf", "high": "inf"}'
+
+    def external(name: str, location: str) -> TensorProto:
+        t = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=[2], data_location=TensorProto.EXTERNAL)
+        for k, v in {"location": location, "offset": "0", "length": "8"}.items():
+            t.external_data.add(key=k, value=v)
+        return t
+
+    def model(where: str, location: str) -> onnx.ModelProto:
+        x = helper.make_tensor_value_info("obs", TensorProto.FLOAT, [None, 2])
+        y = helper.make_tensor_value_info("action", TensorProto.FLOAT, [None, 2])
+        inits, nodes = [], [helper.make_node("Add", ["obs", "w"], ["action"])]
+        if where == "initializer":
+            inits.append(external("w", location))
+        elif where == "constant":
+            nodes.insert(0, helper.make_node("Constant", [], ["w"], value=external("c", location)))
+        else:  # a branch of an If whose condition is a constant
+            branch = helper.make_graph(
+                [helper.make_node("Constant", [], ["b"], value=external("deep", location))],
+                "branch",
+                [],
+                [helper.make_tensor_value_info("b", TensorProto.FLOAT, [2])],
+            )
+            nodes[:0] = [
+                helper.make_node("Constant", [], ["cond"], value=helper.make_tensor("k", TensorProto.BOOL, [], [1])),
+                helper.make_node("If", ["cond"], ["w"], then_branch=branch, else_branch=branch),
+            ]
+        m = helper.make_model(
+            helper.make_graph(nodes, "g", [x], [y], inits), opset_imports=[helper.make_opsetid("", 17)]
+        )
+        for k, v in {"observation_space": box, "action_space": box, "env_id": "Pendulum-v1"}.items():
+            m.metadata_props.append(onnx.StringStringEntryProto(key=k, value=v))
+        return m
+
+    cases = [("initializer", str(secret)), ("initializer", "../secret.bin"), ("constant", "beside.bin")]
+    cases.append(("subgraph", "beside.bin"))
+    for where, location in cases:
+        path = folder / f"{where}.onnx"
+        path.write_bytes(model(where, location).SerializeToString())
+        with pytest.raises(InferenceError, match="is stored in another file"):
+            OnnxPolicy(path)
+        r = run_cli("infer", str(path), "--episodes", "1", timeout=60)
+        _one_line(r, f"{path}: refused: its tensor", "is stored in another file")
+        assert "0123456789" not in r.stdout + r.stderr
+
+
 def test_json_and_yaml_nested_too_deeply_are_one_line_everywhere(tmp_path):
     """Python's JSON decoder and YAML's composer recurse once a level: `[[[[...` of a few hundred KB raised
     RecursionError, a traceback, from a settings file, a run's config.yaml, an expert's JSON, an SB3 zip,
