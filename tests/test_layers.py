@@ -70,7 +70,7 @@ ACTOR_SIDE_FORBIDDEN = {"demos"}  # the actor side reads no demo files (learner,
 FORBIDDEN = {m: ACTOR_SIDE_FORBIDDEN for m in ("actor", "transport", "fleet", "wire")}
 THIRD_PARTY_OWNERS = {
     "zmq": {"transport"},
-    "onnx": {"export"},
+    "onnx": {"export", "inference"},  # inference: its reader only, to refuse a model naming other files before it runs
     "onnxruntime": {"inference"},
     "ray": {"fleet", "tune"},
     "stable_baselines3": {"generator", "policy", "experts"},
