@@ -382,6 +382,51 @@ def test_links_in_a_run_lead_nowhere(tmp_path):
     assert sorted(p.name for p in outside.iterdir()) == [f"round_{i:06d}.pt" for i in range(5)]
 
 
+def test_a_metrics_file_gailkit_could_not_have_written_is_one_line_and_changes_nothing(tmp_path):
+    """Resume, evaluate's plots and tune --resume parse a run's metrics.csv: a round of '²' (which str.isdigit
+    takes and int() refuses), a step count or a value that is not a number, foreign columns, ragged rows, a field
+    past csv's limit, bytes that are not UTF-8 or a link were tracebacks. Each is one line naming the file and
+    line, before anything is written; a last line cut short by a kill is still left out and the run resumes."""
+    run = tmp_path / "run"
+    r = run_cli("train", "--env", "CustomEnv", "--demos", "data/customenv.arrow", *TINY, "--run-dir", str(run))
+    assert r.returncode == 0, r.stderr
+    good = (run / "metrics.csv").read_bytes()
+    header = good.split(b"\n")[0].decode()
+    (tmp_path / "elsewhere.csv").write_text("round,env_steps\n1,2\n")
+
+    def state() -> dict[str, object]:
+        return {p.relative_to(run).as_posix(): p.stat().st_mtime_ns for p in run.rglob("*") if p.name != ".lock"}
+
+    cases = {
+        b"round,env_steps\n\xc2\xb2,64\n": "line 2: round is '\u00b2', not a whole number",
+        b"round,env_steps\n1,abc\n": "line 2: env_steps is 'abc', not a whole number",
+        b"round,env_steps,eval/return_mean\n1,64,xyz\n": "line 2: 'eval/return_mean' is 'xyz', not a number",
+        b"name,value\nx,1\n": "its header has no round and env_steps columns",
+        b"round,env_steps\n1,64,7\n": "line 2: not as many fields as the header's 2",
+        b"round,env_steps\n1\n2,128\n": "line 2: not as many fields as the header's 2",
+        b'round,env_steps\n1,"' + b"9" * 200_000 + b'"\n': "not a CSV table (field larger than field limit",
+        b"round,env_steps\n\xff\xfe,1\n": "not a metrics file gailkit wrote (not UTF-8 text)",
+        None: "a link",
+    }
+    for bad, message in cases.items():
+        (run / "metrics.csv").unlink()
+        if bad is None:
+            (run / "metrics.csv").symlink_to(tmp_path / "elsewhere.csv")
+        else:
+            (run / "metrics.csv").write_bytes(bad)
+        before = state()
+        _one_line(run_cli("train", "--resume", str(run), "--total-steps", "256", "--quiet"), "metrics.csv", message)
+        _one_line(run_cli("evaluate", str(run), "--episodes", "1"), "metrics.csv", message)
+        assert state() == before, bad
+        if bad is not None:
+            assert (run / "metrics.csv").read_bytes() == bad
+    (run / "metrics.csv").unlink()
+    (run / "metrics.csv").write_bytes(good + ",".join(["9", "9999"] + ["0.1"] * (header.count(",") - 1)).encode())
+    r = run_cli("train", "--resume", str(run), "--total-steps", "256", "--quiet")  # a last row cut short by a kill
+    assert r.returncode == 0, r.stderr
+    assert b"9,9999" not in (run / "metrics.csv").read_bytes()
+
+
 def test_a_failed_first_round_leaves_an_empty_run_dir_empty(tmp_path, monkeypatch):
     from gailkit.algo.learner import Learner
     from gailkit.run import train

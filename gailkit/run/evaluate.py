@@ -84,6 +84,13 @@ def evaluate(
         video_mod.check_target(video)  # before minutes of evaluation
     act, env_cfg, allow_code, cfg, state, ckpt = _load(source, env_id, which, deterministic=not stochastic)
     obs_space, act_space = envs.spaces(env_cfg, allow_code, source=str(source))
+    rows = None
+    if plots and source.is_dir() and cfg is not None:  # the run's own files, checked before minutes of episodes
+        from gailkit.run.metrics import read_rows
+
+        run = rundir.RunDir(source)
+        run.check_own()  # plots/ must not be a link out of the run
+        rows = read_rows(run.metrics)
     expert_action = envs.observation_expert(env_cfg.id)
     trained = envs.run_episodes(act, env_cfg, episodes, seed, expert_action, allow_code)
     refs = (
@@ -128,8 +135,10 @@ def evaluate(
         "onnx": onnx_stats,
         "plots": [],
     }
-    if plots and source.is_dir() and cfg is not None:
-        report["plots"] = _plots(source, cfg, obs_space, act_space, env_cfg, episodes, seed, trained, refs, allow_code)
+    if rows is not None and cfg is not None:
+        report["plots"] = _plots(
+            source, cfg, obs_space, act_space, env_cfg, episodes, seed, trained, refs, allow_code, rows
+        )
     if video is not None:
         report["video"] = video_mod.record(act, env_cfg, video, seed, allow_code)
     return report
@@ -146,6 +155,7 @@ def _plots(
     trained,
     refs: References,
     allow_code: bool,
+    rows: list[dict[str, str]],
 ) -> list[str]:
     import matplotlib
 
@@ -162,9 +172,7 @@ def _plots(
     )
     r_expert = refs.expert_return
     expert_label = f"expert ({refs.expert_source}, {r_expert:.1f})" if r_expert is not None else ""
-    run = rundir.RunDir(run_dir)
-    run.check_own()  # plots/ must not be a link out of the run
-    out_dir = run.plots
+    out_dir = rundir.RunDir(run_dir).plots
     written = []
 
     def save(fig, name: str) -> None:
@@ -183,9 +191,6 @@ def _plots(
     ax.legend()
     save(fig, "returns_histogram.png")
 
-    from gailkit.run.metrics import read_rows
-
-    rows = read_rows(rundir.RunDir(run_dir).metrics)
     steps = [int(r["env_steps"]) for r in rows]
 
     def series(key):

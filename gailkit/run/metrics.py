@@ -10,21 +10,59 @@ from __future__ import annotations
 import csv
 import io
 import math
+import os
+import re
 from pathlib import Path
 from typing import Any
 
-from gailkit.core import fsutil
+from gailkit.core import fsutil, limits
+from gailkit.core.errors import InputError, first_line
+from gailkit.core.textparse import shown
 
 FIRST = ("round", "env_steps")
+WHOLE = re.compile(r"[0-9]{1,18}")  # ASCII digits only: str.isdigit takes '²', which int() refuses
 
 
 def read_rows(path: Path) -> list[dict[str, str]]:
-    """The complete rows of a metrics file (a row cut short by a kill is left out)."""
+    """The complete rows of a metrics file (a last line cut short by a kill, or being written, is left out).
+
+    Resume, `evaluate`'s plots and `tune --resume` parse its values, so a file that gailkit could not have
+    written (a link, text that is not a table of numbers, a round that is not a whole number) is one
+    `InputError` naming the file, line and column, never a traceback from a reader."""
+    if os.path.islink(path):
+        raise InputError(f"{path}: a link; gailkit reads a run's metrics only from a plain file in the run")
     if not path.is_file():
         return []
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        return [r for r in reader if None not in r.values() and None not in r and r.get("round", "").isdigit()]
+    try:
+        text = fsutil.read_regular(path, limits.memory_budget()).decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a metrics file gailkit wrote (not UTF-8 text)") from None
+    text = text[: text.rfind("\n") + 1]  # whole lines only
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    rows = []
+    try:
+        header = reader.fieldnames or []
+        for row in reader:
+            where = f"{path}: line {reader.line_num}"
+            if not set(FIRST) <= set(header):
+                raise InputError(
+                    f"{path}: its header has no {' and '.join(FIRST)} columns; not a metrics file gailkit wrote"
+                )
+            if None in row or None in row.values():
+                raise InputError(f"{where}: not as many fields as the header's {len(header)}")
+            for key, value in row.items():
+                if key in FIRST:
+                    if not WHOLE.fullmatch(value):
+                        raise InputError(f"{where}: {key} is {shown(value)}, not a whole number")
+                elif value:
+                    try:
+                        float(value)
+                    except ValueError:
+                        raise InputError(f"{where}: {shown(key)} is {shown(value)}, not a number") from None
+            rows.append(row)
+    except csv.Error as e:
+        raise InputError(f"{path}: line {reader.line_num}: not a CSV table ({first_line(e)})") from None
+    return rows
 
 
 class MetricsLog:
