@@ -46,9 +46,10 @@ def session(model: str | Path | bytes, threads: int = 1):
 
 def _refuse_external_data(data: bytes, where: str) -> None:
     """Refuse a model any of whose tensors is stored in another file. ONNX lets a tensor name a file by path,
-    and onnxruntime before 1.24 read whatever it named (`../../.ssh/id_rsa`, an absolute path) as weights, which a
-    graph can then return as its output. gailkit's exports hold every weight in the file. Every message of the
-    model is walked (initializers, Constant nodes, subgraphs of If and Loop, functions), not a list of places."""
+    and onnxruntime releases before its fixes of December 2025 read whatever it named (`../../.ssh/id_rsa`, an
+    absolute path) as weights, which a graph can then return as its output. gailkit's exports hold every weight
+    in the file. Every message of the model is walked (initializers, Constant nodes, subgraphs of If and Loop,
+    functions), not a list of places."""
     import onnx
     from google.protobuf.descriptor import FieldDescriptor
     from google.protobuf.message import Message

@@ -663,10 +663,10 @@ def test_crafted_onnx_files_are_one_line(tmp_path):
 
 
 def test_an_onnx_model_whose_weights_name_another_file_is_refused_before_anything_reads_it(tmp_path):
-    """ONNX lets a tensor be stored in a file it names by path; onnxruntime before 1.24 read whatever it named
-    (an absolute path, `../`), and a graph of one Identity then returns that file's bytes as its actions. A
-    model is refused when any tensor anywhere in it (an initializer, a Constant node, a subgraph) names a file,
-    even one beside it, which a newer onnxruntime would read."""
+    """ONNX lets a tensor be stored in a file it names by path; onnxruntime before its fixes of December 2025
+    read whatever it named (an absolute path, `../`), and a graph of one Identity then returns that file's bytes
+    as its actions. A model is refused when any tensor anywhere in it (an initializer, a Constant node, a
+    subgraph) names a file, even one beside it, which a newer onnxruntime would read."""
     import onnx
     from onnx import TensorProto, helper
 
