@@ -42,12 +42,13 @@ def read_rows(path: Path) -> list[dict[str, str]]:
     rows = []
     try:
         header = reader.fieldnames or []
+        foreign = not set(FIRST) <= set(header)  # refused only once it has a row: a bare header holds nothing
         for row in reader:
-            where = f"{path}: line {reader.line_num}"
-            if not set(FIRST) <= set(header):
+            if foreign:
                 raise InputError(
                     f"{path}: its header has no {' and '.join(FIRST)} columns; not a metrics file gailkit wrote"
                 )
+            where = f"{path}: line {reader.line_num}"
             if None in row or None in row.values():
                 raise InputError(f"{where}: not as many fields as the header's {len(header)}")
             for key, value in row.items():
