@@ -26,3 +26,10 @@ class SlowBox(gymnasium.Env):
     def step(self, action):
         time.sleep(0.08)
         return np.clip(np.asarray(action, np.float32), -1, 1), 0.0, False, False, {}
+
+
+class StepRaises(SlowBox):
+    """A continuous-action env that must never be stepped (choosing a generator does not time the env)."""
+
+    def step(self, action):
+        raise RuntimeError("stepped")

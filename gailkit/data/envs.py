@@ -14,7 +14,6 @@ import importlib
 import importlib.util
 import re
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -223,26 +222,6 @@ def spaces(cfg: EnvConfig | str, allow_code: bool = True, source: str = "") -> t
         return env.observation_space, env.action_space
     finally:
         env.close()
-
-
-def step_seconds(cfg: EnvConfig | str, allow_code: bool = True, steps: int = 200, budget_s: float = 2.0) -> float:
-    """Seconds one env step takes (random actions, resets not counted): up to `steps` steps or
-    `budget_s` seconds of stepping, whichever comes first."""
-    env = make_factory(cfg, allow_code)()
-    spent, n = 0.0, 0
-    try:
-        env.reset(seed=0)
-        env.action_space.seed(0)
-        while n < steps and spent < budget_s:
-            a = env.action_space.sample()
-            start = time.perf_counter()
-            _, _, term, trunc, _ = env.step(step_action(a))
-            spent, n = spent + time.perf_counter() - start, n + 1
-            if term or trunc:
-                env.reset()
-    finally:
-        env.close()
-    return spent / max(1, n)
 
 
 def step_action(action: Any) -> Any:

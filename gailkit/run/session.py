@@ -139,7 +139,7 @@ class Run:
         n_acts = len(expert_demos) if expert_demos.has_actions else 0
         whole = expert_demos.n_episodes if n_acts and expert_demos.whole_episodes() else 0
         loose = n_acts > 0 and not whole  # transitions with actions and no whole episode
-        cfg = resolve_generator(cfg, spaces[1], allow_code, expert_demos.has_actions, loose)
+        cfg = resolve_generator(cfg, spaces[1], expert_demos.has_actions, loose)
         cfg.check()
         frames = has_images(spaces[0], cfg.policy.encoder)
         if (threads := cpu.learner_threads(cfg.threads, frames)) is not None:

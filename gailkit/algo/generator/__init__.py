@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
 import gymnasium as gym
@@ -92,14 +91,6 @@ class Generator(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
-SLOW_ENV_STEP_S = 0.05
-"""`generator: auto` picks sac for envs whose step takes at least this long (BENCHMARKS.md, "Where BC
-fails", Hopper from 4 subsampled episodes on 2 CPU cores): SAC's update costs 12 ms per env step and
-PPO's 0.22 ms; SAC first reached 0.9 of the expert at 90k env steps and PPO at 111k, so SAC's
-wall-clock to 0.9 is the shorter one only once an env step costs more than about 50 ms. (SAC held its
-level to the end of the run, 0.94, where PPO slipped to 0.55: pick sac yourself when the last policy
-matters more than the time.)"""
-
 OBSERVATION_ONLY: Literal["ppo", "sac"] = "sac"
 """`generator: auto` for demos without actions (BENCHMARKS.md, "Where BC fails", protocol (d), 4 whole
 episodes without actions): PPO with the state-only discriminator stayed at the random policy's level
@@ -115,21 +106,29 @@ reached 0.9 of the expert within 100k env steps (Walker2d: 200k) on 4 of 12 runs
 HalfCheetah and Walker2d none), SAC with its auto settings for such data (a BC warm start and TD3+BC's
 term, `SACConfig.resolve`) on 11 of 12 (Ant seed 0 ended at 0.84). As for `OBSERVATION_ONLY`, the env's
 step is not timed: PPO's cheaper step does not make it the faster one where it mostly does not get there.
-Whole episodes keep the step-time rule: from one whole episode PPO with its kept BC term reached 0.9 on 10
-of 12 runs."""
+Whole episodes: `WHOLE_EPISODES`."""
+
+
+WHOLE_EPISODES: Literal["ppo", "sac"] = "ppo"
+"""`generator: auto` for demos of whole episodes with actions, whatever one env step costs (BENCHMARKS.md, "Where
+BC fails": "(a) 25 full episodes with SAC" and "The BC term: kept or annealed"). PPO with its kept BC term
+needed fewer env steps to 0.9 of the expert than SAC: from 25 whole episodes at its first evaluations (8k-33k on
+every run of 12), where plain SAC took 89,856 and 79,872 on Hopper and HalfCheetah and was still short of it at
+100k on Walker2d (0.69) and Ant (best 0.36; seed 0 of each); from one whole episode sooner on 8 of the 11 runs
+measured with both on the same file (SAC on 3: Hopper seed 2, Walker2d seeds 1 and 2). A generator
+that needs fewer steps and costs less per step (PPO's update about 0.2 ms an env step on 2 CPU cores, SAC's about
+12 ms) is the faster one however long the env's step takes, so the env is not timed. (Until 2026-12-07 `auto`
+took sac from 50 ms a step, a rule measured on loose transitions, which `LOOSE_TRANSITIONS` now covers; with
+50 ms steps SAC would have been the faster one on 2 of those 11 runs.)"""
 
 
 def choose(
-    settings: TrainConfig,
-    action_space: gym.Space,
-    env_step_s: float | Callable[[], float] | None = None,
-    has_actions: bool = True,
-    loose: bool = False,
+    settings: TrainConfig, action_space: gym.Space, has_actions: bool = True, loose: bool = False
 ) -> Literal["ppo", "sac"]:
     """The generator `settings.generator` means: itself, or for `auto`, sac when the actions are a bounded
-    Box and either the demos have no actions (`OBSERVATION_ONLY`), or are `loose` transitions with actions
-    and no whole episode (`LOOSE_TRANSITIONS`), or one env step takes at least `SLOW_ENV_STEP_S`
-    (`env_step_s`, measured; a callable is called only when the step time decides); else ppo."""
+    Box and the demos have no actions (`OBSERVATION_ONLY`) or are `loose` transitions with actions and no
+    whole episode (`LOOSE_TRANSITIONS`); for whole episodes with actions `WHOLE_EPISODES` (ppo); ppo for
+    any other action space."""
     if settings.generator != "auto":
         return settings.generator
     box = action_space if isinstance(action_space, gym.spaces.Box) else None
@@ -138,25 +137,16 @@ def choose(
         return "ppo"
     if not has_actions:
         return OBSERVATION_ONLY
-    if loose:
-        return LOOSE_TRANSITIONS
-    step_s = env_step_s() if callable(env_step_s) else env_step_s
-    return "sac" if step_s is not None and step_s >= SLOW_ENV_STEP_S else "ppo"
+    return LOOSE_TRANSITIONS if loose else WHOLE_EPISODES
 
 
 def resolve(
-    settings: TrainConfig,
-    action_space: gym.Space,
-    allow_code: bool = True,
-    has_actions: bool = True,
-    loose: bool = False,
+    settings: TrainConfig, action_space: gym.Space, has_actions: bool = True, loose: bool = False
 ) -> TrainConfig:
-    """The settings with `generator: auto` chosen (`choose`, timing the env's step only when that
-    decides; `loose`: demos with actions and no whole episode) and the discriminator's settings that
-    depend on it filled in: `disc.grad_penalty: -1` is 10 with sac (DAC's), 0 with ppo."""
-    from gailkit.data import envs
-
-    name = choose(settings, action_space, lambda: envs.step_seconds(settings.env, allow_code), has_actions, loose)
+    """The settings with `generator: auto` chosen (`choose`; `loose`: demos with actions and no whole
+    episode) and the discriminator's settings that depend on it filled in: `disc.grad_penalty: -1` is 10
+    with sac (DAC's), 0 with ppo."""
+    name = choose(settings, action_space, has_actions, loose)
     gp = settings.disc.grad_penalty
     disc = dataclasses.replace(settings.disc, grad_penalty=(10.0 if name == "sac" else 0.0) if gp == -1 else gp)
     return dataclasses.replace(settings, generator=name, disc=disc)
