@@ -114,12 +114,12 @@ WHOLE_EPISODES: Literal["ppo", "sac"] = "ppo"
 BC fails": "(a) 25 full episodes with SAC" and "The BC term: kept or annealed"). PPO with its kept BC term
 needed fewer env steps to 0.9 of the expert than SAC: from 25 whole episodes at its first evaluations (8k-33k on
 every run of 12), where plain SAC took 89,856 and 79,872 on Hopper and HalfCheetah and was still short of it at
-100k on Walker2d (0.69) and Ant (best 0.36; seed 0 of each); from one whole episode sooner on 8 of the 11 runs
+100k on Walker2d (0.69) and Ant (best 0.36; seed 0 of each); from one whole episode sooner on 9 of the 12 runs
 measured with both on the same file (SAC on 3: Hopper seed 2, Walker2d seeds 1 and 2). A generator
 that needs fewer steps and costs less per step (PPO's update about 0.2 ms an env step on 2 CPU cores, SAC's about
 12 ms) is the faster one however long the env's step takes, so the env is not timed. (Until 2026-12-07 `auto`
 took sac from 50 ms a step, a rule measured on loose transitions, which `LOOSE_TRANSITIONS` now covers; with
-50 ms steps SAC would have been the faster one on 2 of those 11 runs.)"""
+50 ms steps SAC would have been the faster one on 2 of those 12 runs.)"""
 
 
 def choose(
