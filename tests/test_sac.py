@@ -415,7 +415,7 @@ def test_auto_picks_sac_for_demos_without_actions_wherever_sac_can_act(tmp_path,
 def test_auto_picks_sac_for_loose_transitions_with_actions_without_timing_the_env(tmp_path):
     """From loose transitions with actions (subsampled: no whole episode) PPO reached 0.9 on 4 of 12 MuJoCo runs
     and SAC with its auto settings for them on 11 of 12: `auto` takes sac for a bounded Box whatever the env's
-    step costs, ppo where SAC cannot act; whole episodes of a fast env keep ppo. A real `gailkit train` with no
+    step costs, ppo where SAC cannot act; whole episodes keep ppo. A real `gailkit train` with no
     --generator records the choice and SAC's settings for such data."""
     from gailkit.algo.generator import choose, resolve
     from gailkit.config import TrainConfig
