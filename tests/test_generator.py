@@ -1,8 +1,10 @@
 """PPO fed from a fragment must equal SB3's own PPO update on the same rollout."""
 
+import dataclasses
 import subprocess
 import sys
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch as th
@@ -15,7 +17,7 @@ from gailkit.data import experts
 from gailkit.model import policy
 from tests.conftest import small_generator
 
-CFG = PPOConfig(n_steps=64, batch_size=32, n_epochs=2, learning_rate=1e-3)
+CFG = PPOConfig(n_steps=64, batch_size=32, n_epochs=2, learning_rate=1e-3, reward_scale="none")  # SB3's PPO as it is
 NET = PolicyConfig(net_arch=[16])
 
 
@@ -105,7 +107,7 @@ def _one_env_fragment(obs, acts, next_obs, truncated=None, log_prob=-0.69) -> Fr
 
 def test_truncation_bootstraps_from_final_value():
     venv = experts.make_vec_env("CartPole-v1", n_envs=1, seed=0)
-    cfg = PPOConfig(n_steps=4, batch_size=4, n_epochs=1, gamma=0.5, gae_lambda=1.0)
+    cfg = PPOConfig(n_steps=4, batch_size=4, n_epochs=1, gamma=0.5, gae_lambda=1.0, reward_scale="none")
     gen = small_generator(venv.observation_space, venv.action_space, cfg)
     obs = np.random.default_rng(0).normal(size=(4, 1, 4)).astype(np.float32)
     nxt = np.random.default_rng(1).normal(size=(4, 1, 4)).astype(np.float32)
@@ -116,6 +118,93 @@ def test_truncation_bootstraps_from_final_value():
     gen.update(frag, rewards, 1.0)
     assert np.isclose(gen.ppo.rollout_buffer.rewards[1, 0], 1.0 + 0.5 * v_final, atol=1e-6)
     assert gen.ppo.rollout_buffer.rewards[0, 0] == 1.0
+
+
+def _two_env_fragment(rng, t, ends):
+    """A CartPole-shaped fragment of 2 envs and `t` steps whose episodes end (terminate) where `ends` (T, 2) says."""
+    return Fragment(
+        obs=rng.normal(size=(t, 2, 4)).astype(np.float32),
+        acts=rng.integers(0, 2, (t, 2)),
+        next_obs=rng.normal(size=(t, 2, 4)).astype(np.float32),
+        terminated=ends,
+        truncated=np.zeros((t, 2), bool),
+        log_probs=np.full((t, 2), -0.69, np.float32),
+        rews=np.zeros((t, 2), np.float32),
+        first_starts=np.ones(2, bool),
+        episode_returns=np.zeros(int(ends.sum())),
+        episode_lengths=np.ones(int(ends.sum()), np.int64),
+        actor_id=0,
+        policy_version=0,
+    )
+
+
+def test_rewards_reach_ppo_scaled_by_the_running_spread_of_their_discounted_sums_as_sb3s_vecnormalize_does():
+    """`ppo.reward_scale: returns`: the statistics are VecNormalize's (its own `RunningMeanStd` updated from the same
+    discounted sums, reset at episode ends), a round's rewards and its absorbing value are divided by
+    sqrt(var + 1e-8) and clipped to +-10, the bootstraps stay in the critic's units, and `none` leaves them as given."""
+    from stable_baselines3.common.running_mean_std import RunningMeanStd
+
+    venv = experts.make_vec_env("CartPole-v1", n_envs=2, seed=0)
+    t, gamma = 8, 0.9
+    cfg = PPOConfig(n_steps=t, batch_size=16, n_epochs=1, gamma=gamma, gae_lambda=1.0, reward_scale="returns")
+    gen = small_generator(venv.observation_space, venv.action_space, cfg, n_envs=2)
+    raw = small_generator(
+        venv.observation_space, venv.action_space, dataclasses.replace(cfg, reward_scale="none"), n_envs=2
+    )
+    rng = np.random.default_rng(0)
+    ref, returns = RunningMeanStd(shape=()), np.zeros(2)  # what VecNormalize keeps for norm_reward
+    for k in range(3):
+        ends = np.zeros((t, 2), bool)
+        ends[3 + k, 0] = ends[5, 1] = True
+        frag = _two_env_fragment(rng, t, ends)
+        rewards = rng.normal(0.4 + k, 0.3, (t, 2)).astype(np.float32)
+        if k == 2:  # a long history of a narrow spread: these rewards scale past 10 and are clipped
+            for rms in (ref, gen.reward_scale.rms):
+                rms.var, rms.count = np.float64(1e-4), 1e6
+        for r, done in zip(rewards, ends):
+            returns = returns * gamma + r
+            ref.update(returns)
+            returns[done] = 0.0
+        scale = 1 / np.sqrt(ref.var + 1e-8)
+        stats = gen.update(frag, rewards, 1.0, terminal_value=2.0)
+        buf = gen.ppo.rollout_buffer.rewards
+        want = np.clip(rewards * scale, -10, 10)
+        want[ends] += gamma * 2.0 * scale  # the absorbing state's value, in the same units
+        assert np.isclose(stats["train/reward_scale"], scale, rtol=1e-6)
+        assert np.allclose(buf, want, rtol=1e-5, atol=1e-6), k
+        assert scale != 1.0 and (k < 2 or (buf == 10.0).mean() > 0.5)
+        raw.update(frag, rewards, 1.0, terminal_value=2.0)
+        unscaled = rewards.copy()
+        unscaled[ends] += gamma * 2.0
+        assert np.allclose(raw.ppo.rollout_buffer.rewards, unscaled, atol=1e-6)
+    assert np.isclose(gen.reward_scale.rms.var, ref.var) and np.allclose(gen.reward_scale.returns, returns)
+
+
+def test_the_reward_scale_resumes_exactly_and_auto_leaves_frames_rewards_as_given():
+    """A checkpointed reward scale (each env's discounted sum, the running statistics) resumes where it was: the next
+    round's rewards scale the same; one of another number of envs is refused. `auto` is `returns` for vectors,
+    `none` for a policy that reads frames (not measured there)."""
+    venv = experts.make_vec_env("CartPole-v1", n_envs=2, seed=0)
+    cfg = PPOConfig(n_steps=8, batch_size=16, n_epochs=1)
+    assert cfg.reward_scale == "auto"
+    first = small_generator(venv.observation_space, venv.action_space, cfg, n_envs=2)
+    assert first.cfg.reward_scale == "returns"
+    rng = np.random.default_rng(1)
+    frags = [_two_env_fragment(rng, 8, rng.random((8, 2)) < 0.1) for _ in range(2)]
+    rewards = [rng.normal(1.0, 0.5, (8, 2)).astype(np.float32) for _ in range(2)]
+    first.update(frags[0], rewards[0], 1.0)
+    state = first.state_dict()
+    resumed = small_generator(venv.observation_space, venv.action_space, cfg, n_envs=2)
+    resumed.load_state_dict(state)
+    a, b = first.update(frags[1], rewards[1], 1.0), resumed.update(frags[1], rewards[1], 1.0)
+    assert a["train/reward_scale"] == b["train/reward_scale"] != 1.0
+    assert np.array_equal(first.ppo.rollout_buffer.rewards, resumed.ppo.rollout_buffer.rewards)
+    other = small_generator(venv.observation_space, venv.action_space, cfg, n_envs=3)
+    with pytest.raises(ValueError, match="for 2 envs, the run has 3"):
+        other.load_state_dict(state)
+    frames = gym.spaces.Box(0, 255, (1, 36, 36), np.uint8)
+    assert small_generator(frames, venv.action_space, cfg).cfg.reward_scale == "none"
+    assert small_generator(frames, venv.action_space, cfg).reward_scale is None
 
 
 def test_value_only_update_leaves_the_actor_alone():

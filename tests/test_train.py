@@ -56,9 +56,14 @@ def test_run_directory_contents(tmp_path, cartpole_file):
     # config.yaml records what ran: BC's auto values filled in, and the generator `auto` chose
     auto_disc = dataclasses.replace(saved.disc, grad_penalty=-1.0)
     auto_sac = dataclasses.replace(saved.sac, bc_weight=-1.0)
+    auto_ppo = dataclasses.replace(saved.ppo, reward_scale="auto")
     assert saved.sac.bc_weight == 0.0  # TD3+BC's term is SAC's, for loose transitions only
+    assert saved.ppo.reward_scale == "returns"  # vectors
     assert (
-        dataclasses.replace(saved, bc=cfg.bc, generator="auto", disc=auto_disc, sac=auto_sac, obs_stats="auto") == cfg
+        dataclasses.replace(
+            saved, bc=cfg.bc, generator="auto", disc=auto_disc, sac=auto_sac, ppo=auto_ppo, obs_stats="auto"
+        )
+        == cfg
     )
     from gailkit.data import demos
 
@@ -134,6 +139,34 @@ def test_a_run_from_before_obs_stats_resumes_with_its_normalizer_moving(tmp_path
     state = checkpoint.load(run / "final" / "checkpoint.pt")
     assert state.env_steps == 128 and state.settings.obs_stats == "running"
     assert float(state.learner["generator"]["policy"]["features_extractor.count"]) == len(d) + 128
+
+
+def test_the_reward_scale_is_recorded_checkpointed_and_a_run_from_before_it_resumes_with_raw_rewards(tmp_path):
+    """`ppo.reward_scale: auto` is recorded as what it chose (returns, for CartPole's vectors) and its statistics are
+    checkpointed; a run from before the setting (its checkpoints name none) resumes as it was trained, raw rewards."""
+    import yaml
+
+    sets = ["bc.epochs=1", "eval_every=0", "eval_episodes=1", "checkpoint_every=1"]
+    demos = ROOT / "data" / "cartpole.arrow"
+    run = tmp_path / "run"
+    train.train(tiny_config(demos, extra=[*sets, "total_steps=64"]), run, quiet=True, log=lambda m: None)
+    assert yaml.safe_load((run / "config.yaml").read_text())["ppo"]["reward_scale"] == "returns"
+    state = checkpoint.load(run / "final" / "checkpoint.pt")
+    scale = state.learner["generator"]["reward_scale"]
+    assert state.settings.ppo.reward_scale == "returns" and scale["count"] > 64 and scale["var"] != 1.0
+    for ckpt in run.rglob("*.pt"):  # what a run of an older gailkit wrote
+        data = th.load(ckpt, weights_only=True)
+        del data["config"]["ppo"]["reward_scale"]
+        del data["learner"]["generator"]["reward_scale"]
+        th.save(data, ckpt)
+    settings = yaml.safe_load((run / "config.yaml").read_text())
+    del settings["ppo"]["reward_scale"]
+    (run / "config.yaml").write_text(yaml.safe_dump(settings))
+    train.train(tiny_config(demos, extra=[*sets, "total_steps=128"]), run, resume=True, quiet=True,
+                log=lambda m: None)  # fmt: skip
+    state = checkpoint.load(run / "final" / "checkpoint.pt")
+    assert state.env_steps == 128 and state.settings.ppo.reward_scale == "none"
+    assert state.learner["generator"]["reward_scale"] is None
 
 
 def test_total_steps_round_up_to_whole_rounds_and_say_so(tmp_path, cartpole_file):

@@ -14,6 +14,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch as th
+from stable_baselines3.common.running_mean_std import RunningMeanStd
 
 from gailkit.algo.generator.common import StatsLogger, bc_tensors, warm_start
 from gailkit.config import PolicyConfig, PPOConfig, TrainConfig
@@ -38,7 +39,9 @@ class PPOGenerator:
         device: str | th.device,
         seed: int,
     ):
+        cfg = cfg.resolve(spaces.has_images(observation_space, net.encoder))
         self.cfg, self.gamma = cfg, cfg.gamma
+        self.reward_scale = RewardScale(n_envs, cfg.gamma) if cfg.reward_scale == "returns" else None
         venv = policy.spaces_only_venv(observation_space, action_space, n_envs)
         self.ppo = policy.make_ppo(venv, cfg, net, normalize_obs, device, seed, transpose_images=False)
         self.logger = StatsLogger()
@@ -114,6 +117,12 @@ class PPOGenerator:
         prepared, self._prepared = self._prepared, None
         values, boot, last_values = prepared[1] if prepared is not None and prepared[0] is frag else self._critic(frag)
         rewards = np.asarray(rewards, np.float32).copy()
+        stats: dict[str, float] = {}
+        if self.reward_scale is not None:  # before the bootstraps: the critic's values are in the scaled units
+            scale = self.reward_scale.update(rewards, frag.dones)
+            rewards = np.clip(rewards * scale, -RewardScale.CLIP, RewardScale.CLIP).astype(np.float32)
+            terminal_value *= scale
+            stats["train/reward_scale"] = scale
         # Time-limit truncation is not a real end: bootstrap from the final observation's value
         # (what SB3's collect_rollouts does, see SB3 issue 633).
         cut = frag.truncated & ~frag.terminated
@@ -143,7 +152,7 @@ class PPOGenerator:
         finally:
             for p in actor_params:
                 p.requires_grad_(True)
-        return self.logger.take()
+        return {**self.logger.take(), **stats}
 
     def sample_replay(self, n: int, rng: np.random.Generator) -> None:
         return None  # on-policy: the learner keeps the discriminator's own replay of rounds
@@ -235,6 +244,7 @@ class PPOGenerator:
             "optimizer": self.policy.optimizer.state_dict(),
             "n_updates": self.ppo._n_updates,
             "bc_optimizer": None if self._bc_opt is None else self._bc_opt.state_dict(),
+            "reward_scale": None if self.reward_scale is None else self.reward_scale.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -245,3 +255,47 @@ class PPOGenerator:
         self.ppo._n_updates = int(state["n_updates"])
         if state.get("bc_optimizer") is not None:
             self._bc_optimizer().load_state_dict(copy.deepcopy(state["bc_optimizer"]))
+        if self.reward_scale is not None and state.get("reward_scale") is not None:
+            self.reward_scale.load_state_dict(state["reward_scale"])
+
+
+class RewardScale:
+    """SB3's `VecNormalize` reward scaling for rewards that come a round at a time: each env's discounted sum of
+    rewards so far (reset at every episode end), whose running variance (SB3's `RunningMeanStd`, merged a step at a
+    time as `VecNormalize` merges it) gives the scale, 1 / sqrt(var + 1e-8), of the round's rewards."""
+
+    CLIP = 10.0  # VecNormalize's clip_reward
+    EPS = 1e-8
+
+    def __init__(self, n_envs: int, gamma: float):
+        self.gamma = gamma
+        self.returns = np.zeros(n_envs, np.float64)
+        self.rms = RunningMeanStd(shape=())
+
+    def update(self, rewards: np.ndarray, dones: np.ndarray) -> float:
+        """Merge a round's (T, E) rewards (and its (T, E) episode ends) into the statistics; the scale they give."""
+        for r, done in zip(rewards, dones):
+            self.returns = self.returns * self.gamma + r
+            self.rms.update(self.returns)
+            self.returns[done] = 0.0
+        return float(1.0 / np.sqrt(self.rms.var + self.EPS))
+
+    def state_dict(self) -> dict[str, Any]:
+        rms = self.rms
+        return {
+            "returns": th.as_tensor(self.returns),
+            "mean": float(rms.mean),
+            "var": float(rms.var),
+            "count": rms.count,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        returns = np.asarray(state["returns"], np.float64)
+        if returns.shape != self.returns.shape:
+            raise ValueError(
+                f"the checkpoint's reward scale is for {returns.shape[0]} envs, the run has {len(self.returns)}"
+            )
+        self.returns = returns.copy()
+        self.rms.mean = np.asarray(float(state["mean"]), np.float64)
+        self.rms.var = np.asarray(float(state["var"]), np.float64)
+        self.rms.count = float(state["count"])
