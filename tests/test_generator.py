@@ -4,7 +4,6 @@ import dataclasses
 import subprocess
 import sys
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import torch as th
@@ -17,7 +16,7 @@ from gailkit.data import experts
 from gailkit.model import policy
 from tests.conftest import small_generator
 
-CFG = PPOConfig(n_steps=64, batch_size=32, n_epochs=2, learning_rate=1e-3, reward_scale="none")  # SB3's PPO as it is
+CFG = PPOConfig(n_steps=64, batch_size=32, n_epochs=2, learning_rate=1e-3)
 NET = PolicyConfig(net_arch=[16])
 
 
@@ -107,7 +106,7 @@ def _one_env_fragment(obs, acts, next_obs, truncated=None, log_prob=-0.69) -> Fr
 
 def test_truncation_bootstraps_from_final_value():
     venv = experts.make_vec_env("CartPole-v1", n_envs=1, seed=0)
-    cfg = PPOConfig(n_steps=4, batch_size=4, n_epochs=1, gamma=0.5, gae_lambda=1.0, reward_scale="none")
+    cfg = PPOConfig(n_steps=4, batch_size=4, n_epochs=1, gamma=0.5, gae_lambda=1.0)
     gen = small_generator(venv.observation_space, venv.action_space, cfg)
     obs = np.random.default_rng(0).normal(size=(4, 1, 4)).astype(np.float32)
     nxt = np.random.default_rng(1).normal(size=(4, 1, 4)).astype(np.float32)
@@ -180,15 +179,12 @@ def test_rewards_reach_ppo_scaled_by_the_running_spread_of_their_discounted_sums
     assert np.isclose(gen.reward_scale.rms.var, ref.var) and np.allclose(gen.reward_scale.returns, returns)
 
 
-def test_the_reward_scale_resumes_exactly_and_auto_leaves_frames_rewards_as_given():
+def test_the_reward_scale_resumes_exactly_and_is_off_unless_asked_for():
     """A checkpointed reward scale (each env's discounted sum, the running statistics) resumes where it was: the next
-    round's rewards scale the same; one of another number of envs is refused. `auto` is `returns` for vectors,
-    `none` for a policy that reads frames (not measured there)."""
+    round's rewards scale the same; one of another number of envs is refused. The default leaves rewards raw."""
     venv = experts.make_vec_env("CartPole-v1", n_envs=2, seed=0)
-    cfg = PPOConfig(n_steps=8, batch_size=16, n_epochs=1)
-    assert cfg.reward_scale == "auto"
+    cfg = PPOConfig(n_steps=8, batch_size=16, n_epochs=1, reward_scale="returns")
     first = small_generator(venv.observation_space, venv.action_space, cfg, n_envs=2)
-    assert first.cfg.reward_scale == "returns"
     rng = np.random.default_rng(1)
     frags = [_two_env_fragment(rng, 8, rng.random((8, 2)) < 0.1) for _ in range(2)]
     rewards = [rng.normal(1.0, 0.5, (8, 2)).astype(np.float32) for _ in range(2)]
@@ -202,9 +198,12 @@ def test_the_reward_scale_resumes_exactly_and_auto_leaves_frames_rewards_as_give
     other = small_generator(venv.observation_space, venv.action_space, cfg, n_envs=3)
     with pytest.raises(ValueError, match="for 2 envs, the run has 3"):
         other.load_state_dict(state)
-    frames = gym.spaces.Box(0, 255, (1, 36, 36), np.uint8)
-    assert small_generator(frames, venv.action_space, cfg).cfg.reward_scale == "none"
-    assert small_generator(frames, venv.action_space, cfg).reward_scale is None
+    plain = small_generator(venv.observation_space, venv.action_space, PPOConfig(n_steps=8, batch_size=16), n_envs=2)
+    assert PPOConfig().reward_scale == "none" and plain.reward_scale is None
+    assert plain.state_dict()["reward_scale"] is None and "train/reward_scale" not in plain.update(
+        frags[0], rewards[0], 1.0
+    )
+    assert np.array_equal(plain.ppo.rollout_buffer.rewards, rewards[0])
 
 
 def test_value_only_update_leaves_the_actor_alone():

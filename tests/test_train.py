@@ -56,14 +56,9 @@ def test_run_directory_contents(tmp_path, cartpole_file):
     # config.yaml records what ran: BC's auto values filled in, and the generator `auto` chose
     auto_disc = dataclasses.replace(saved.disc, grad_penalty=-1.0)
     auto_sac = dataclasses.replace(saved.sac, bc_weight=-1.0)
-    auto_ppo = dataclasses.replace(saved.ppo, reward_scale="auto")
     assert saved.sac.bc_weight == 0.0  # TD3+BC's term is SAC's, for loose transitions only
-    assert saved.ppo.reward_scale == "returns"  # vectors
     assert (
-        dataclasses.replace(
-            saved, bc=cfg.bc, generator="auto", disc=auto_disc, sac=auto_sac, ppo=auto_ppo, obs_stats="auto"
-        )
-        == cfg
+        dataclasses.replace(saved, bc=cfg.bc, generator="auto", disc=auto_disc, sac=auto_sac, obs_stats="auto") == cfg
     )
     from gailkit.data import demos
 
@@ -141,32 +136,28 @@ def test_a_run_from_before_obs_stats_resumes_with_its_normalizer_moving(tmp_path
     assert float(state.learner["generator"]["policy"]["features_extractor.count"]) == len(d) + 128
 
 
-def test_the_reward_scale_is_recorded_checkpointed_and_a_run_from_before_it_resumes_with_raw_rewards(tmp_path):
-    """`ppo.reward_scale: auto` is recorded as what it chose (returns, for CartPole's vectors) and its statistics are
-    checkpointed; a run from before the setting (its checkpoints name none) resumes as it was trained, raw rewards."""
+def test_a_run_with_scaled_rewards_records_checkpoints_and_resumes_its_scale(tmp_path):
+    """`ppo.reward_scale: returns` is recorded, its statistics are checkpointed, and a resumed run goes on from them
+    (its count holds both legs' steps); without it the checkpoint holds none."""
     import yaml
 
-    sets = ["bc.epochs=1", "eval_every=0", "eval_episodes=1", "checkpoint_every=1"]
+    sets = ["bc.epochs=1", "eval_every=0", "eval_episodes=1", "checkpoint_every=1", "ppo.reward_scale=returns"]
     demos = ROOT / "data" / "cartpole.arrow"
     run = tmp_path / "run"
     train.train(tiny_config(demos, extra=[*sets, "total_steps=64"]), run, quiet=True, log=lambda m: None)
     assert yaml.safe_load((run / "config.yaml").read_text())["ppo"]["reward_scale"] == "returns"
-    state = checkpoint.load(run / "final" / "checkpoint.pt")
-    scale = state.learner["generator"]["reward_scale"]
-    assert state.settings.ppo.reward_scale == "returns" and scale["count"] > 64 and scale["var"] != 1.0
-    for ckpt in run.rglob("*.pt"):  # what a run of an older gailkit wrote
-        data = th.load(ckpt, weights_only=True)
-        del data["config"]["ppo"]["reward_scale"]
-        del data["learner"]["generator"]["reward_scale"]
-        th.save(data, ckpt)
-    settings = yaml.safe_load((run / "config.yaml").read_text())
-    del settings["ppo"]["reward_scale"]
-    (run / "config.yaml").write_text(yaml.safe_dump(settings))
+    first = checkpoint.load(run / "final" / "checkpoint.pt").learner["generator"]["reward_scale"]
+    assert 64 <= first["count"] < 65 and first["var"] != 1.0
     train.train(tiny_config(demos, extra=[*sets, "total_steps=128"]), run, resume=True, quiet=True,
                 log=lambda m: None)  # fmt: skip
     state = checkpoint.load(run / "final" / "checkpoint.pt")
-    assert state.env_steps == 128 and state.settings.ppo.reward_scale == "none"
-    assert state.learner["generator"]["reward_scale"] is None
+    assert state.env_steps == 128 and 128 <= state.learner["generator"]["reward_scale"]["count"] < 129
+    rows = metrics.read_rows(run / "metrics.csv")
+    scales = [float(r["train/reward_scale"]) for r in rows if r.get("train/reward_scale")]
+    assert len(scales) == len(rows) == 2 and all(v > 0 for v in scales)  # rounds of 64 steps
+    plain = tmp_path / "plain"
+    train.train(tiny_config(demos, extra=[*sets[:-1], "total_steps=64"]), plain, quiet=True, log=lambda m: None)
+    assert checkpoint.load(plain / "final" / "checkpoint.pt").learner["generator"]["reward_scale"] is None
 
 
 def test_total_steps_round_up_to_whole_rounds_and_say_so(tmp_path, cartpole_file):

@@ -30,22 +30,13 @@ class PPOConfig(_Checked):
     """Decay learning_rate and clip_range linearly to 0 (rl-zoo3's `lin_` prefix)."""
     target_kl: float | None = _f(None, GT0)
     """Stop an update's epochs early once the approximate KL passes 1.5 x this (SB3's target_kl)."""
-    reward_scale: Literal["auto", "returns", "none"] = "auto"
-    """How the discriminator's rewards reach PPO's update. returns: divided by the running standard deviation of
-    their discounted sum and clipped to +-10, SB3's `VecNormalize(norm_reward=True)` (the same statistics, over
-    every round so far), so the value loss keeps one scale as the discriminator's rewards shrink and grow; none:
-    as the discriminator gives them. auto: returns, but none when the policy reads frames (not measured there;
-    see `resolve`)."""
-
-    def resolve(self, frames: bool) -> PPOConfig:
-        """`reward_scale: auto` filled in: none for a policy that reads frames (not measured there), returns otherwise.
-        From one whole demo episode (BENCHMARKS.md, "Where BC fails", protocol (b)), with the discriminator's raw
-        rewards the critic explained none of a round's returns (the median over a run's rounds of SB3's explained
-        variance was 0.00 on 11 of 12 runs; the value loss, 10-50, set the clipped gradient's scale); scaled,
-        0.68-0.95. See there for what it did to where the runs end."""
-        if self.reward_scale != "auto":
-            return self
-        return dataclasses.replace(self, reward_scale="none" if frames else "returns")
+    reward_scale: Literal["none", "returns"] = "none"
+    """How the discriminator's rewards reach PPO's update. none: as the discriminator gives them. returns: divided
+    by the running standard deviation of their discounted sum and clipped to +-10, SB3's
+    `VecNormalize(norm_reward=True)` (the same statistics, over every round so far, checkpointed). From one whole
+    demo episode (BENCHMARKS.md, "Rewards scaled by the spread of their returns") the critic explained none of a
+    round's returns with raw rewards (the median over a run's rounds of SB3's explained variance was 0.00 on 11 of
+    12 runs) and 0.65-0.95 of them with scaled ones, but the runs did not end higher, so it is not the default."""
 
 
 @dataclasses.dataclass

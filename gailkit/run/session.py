@@ -131,8 +131,6 @@ class Run:
         cfg = dataclasses.replace(cfg, policy=policy.as_trained(cfg.policy, spaces[0], state and state.learner))
         if state is not None and "obs_stats" not in state.config:  # a run from before obs_stats: its normalizer moved
             cfg = dataclasses.replace(cfg, obs_stats="running")
-        if state is not None and "reward_scale" not in state.config.get("ppo", {}):  # from before it: raw rewards
-            cfg = dataclasses.replace(cfg, ppo=dataclasses.replace(cfg.ppo, reward_scale="none"))
         limit = cfg.demo_time_limit or cfg.env.max_episode_steps
         how = (cfg.unsafe_pickle, cfg.demo_columns, cfg.demo_merge, limit)  # as demos.load names them
         expert_demos = demos.load(cfg.demos, cfg.env.id, spaces, *how, frame_stack=cfg.env.frame_stack)
@@ -148,13 +146,7 @@ class Run:
             th.set_num_threads(threads)
         bc = cfg.bc.resolve(n_acts, cfg.total_steps, cfg.generator, frames, loose)
         sac = cfg.sac.resolve(cfg.generator, loose)
-        cfg = dataclasses.replace(
-            cfg,
-            bc=bc,
-            sac=sac,
-            ppo=cfg.ppo.resolve(frames),
-            obs_stats=resolve_obs_stats(cfg.obs_stats, bc.epochs, whole),
-        )
+        cfg = dataclasses.replace(cfg, bc=bc, sac=sac, obs_stats=resolve_obs_stats(cfg.obs_stats, bc.epochs, whole))
         th.manual_seed(cfg.seed)
         np.random.seed(cfg.seed)
         random.seed(cfg.seed)

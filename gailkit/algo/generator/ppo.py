@@ -39,7 +39,6 @@ class PPOGenerator:
         device: str | th.device,
         seed: int,
     ):
-        cfg = cfg.resolve(spaces.has_images(observation_space, net.encoder))
         self.cfg, self.gamma = cfg, cfg.gamma
         self.reward_scale = RewardScale(n_envs, cfg.gamma) if cfg.reward_scale == "returns" else None
         venv = policy.spaces_only_venv(observation_space, action_space, n_envs)
