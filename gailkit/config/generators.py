@@ -36,7 +36,8 @@ class PPOConfig(_Checked):
     `VecNormalize(norm_reward=True)` (the same statistics, over every round so far, checkpointed). From one whole
     demo episode (BENCHMARKS.md, "Rewards scaled by the spread of their returns") the critic explained none of a
     round's returns with raw rewards (the median over a run's rounds of SB3's explained variance was 0.00 on 11 of
-    12 runs) and 0.65-0.95 of them with scaled ones, but the runs did not end higher, so it is not the default."""
+    12 runs) and 0.65-0.95 of them with scaled ones, but the runs did not end clearly higher (by less than rounding
+    alone moved them), so it is not the default."""
 
 
 @dataclasses.dataclass
