@@ -85,20 +85,23 @@ def test_update_from_fragment_matches_sb3():
     assert "action_net.weight" in moved and "value_net.weight" in moved  # the update did train both heads
 
 
-def _one_env_fragment(obs, acts, next_obs, truncated=None, log_prob=-0.69) -> Fragment:
-    """A fragment of one env, (T, 1, ...) arrays, nothing terminated, no reward or episode recorded."""
-    t = len(obs)
+def _fragment(obs, acts, next_obs, truncated=None, log_prob=-0.69, terminated=None) -> Fragment:
+    """A fragment of (T, E, ...) arrays, no env reward recorded; nothing terminated unless `terminated` (T, E) says,
+    each termination a finished episode of length 1 and return 0."""
+    t, e = obs.shape[:2]
+    terminated = np.zeros((t, e), bool) if terminated is None else terminated
+    ends = int(terminated.sum())
     return Fragment(
         obs=obs,
         acts=acts,
         next_obs=next_obs,
-        terminated=np.zeros((t, 1), bool),
-        truncated=np.zeros((t, 1), bool) if truncated is None else truncated,
-        log_probs=np.full((t, 1), log_prob, np.float32),
-        rews=np.zeros((t, 1), np.float32),
-        first_starts=np.ones(1, bool),
-        episode_returns=np.zeros(0),
-        episode_lengths=np.zeros(0, np.int64),
+        terminated=terminated,
+        truncated=np.zeros((t, e), bool) if truncated is None else truncated,
+        log_probs=np.full((t, e), log_prob, np.float32),
+        rews=np.zeros((t, e), np.float32),
+        first_starts=np.ones(e, bool),
+        episode_returns=np.zeros(ends),
+        episode_lengths=np.ones(ends, np.int64),
         actor_id=0,
         policy_version=0,
     )
@@ -111,7 +114,7 @@ def test_truncation_bootstraps_from_final_value():
     obs = np.random.default_rng(0).normal(size=(4, 1, 4)).astype(np.float32)
     nxt = np.random.default_rng(1).normal(size=(4, 1, 4)).astype(np.float32)
     trunc = np.array([[False], [True], [False], [False]])
-    frag = _one_env_fragment(obs, np.zeros((4, 1), np.int64), nxt, truncated=trunc, log_prob=0.0)
+    frag = _fragment(obs, np.zeros((4, 1), np.int64), nxt, truncated=trunc, log_prob=0.0)
     v_final = float(gen.values(nxt[1]).item())
     rewards = np.ones((4, 1), np.float32)
     gen.update(frag, rewards, 1.0)
@@ -120,21 +123,9 @@ def test_truncation_bootstraps_from_final_value():
 
 
 def _two_env_fragment(rng, t, ends):
-    """A CartPole-shaped fragment of 2 envs and `t` steps whose episodes end (terminate) where `ends` (T, 2) says."""
-    return Fragment(
-        obs=rng.normal(size=(t, 2, 4)).astype(np.float32),
-        acts=rng.integers(0, 2, (t, 2)),
-        next_obs=rng.normal(size=(t, 2, 4)).astype(np.float32),
-        terminated=ends,
-        truncated=np.zeros((t, 2), bool),
-        log_probs=np.full((t, 2), -0.69, np.float32),
-        rews=np.zeros((t, 2), np.float32),
-        first_starts=np.ones(2, bool),
-        episode_returns=np.zeros(int(ends.sum())),
-        episode_lengths=np.ones(int(ends.sum()), np.int64),
-        actor_id=0,
-        policy_version=0,
-    )
+    """Random CartPole-shaped observations and actions of 2 envs and `t` steps, terminating where `ends` (T, 2) says."""
+    obs, acts = rng.normal(size=(t, 2, 4)).astype(np.float32), rng.integers(0, 2, (t, 2))
+    return _fragment(obs, acts, rng.normal(size=(t, 2, 4)).astype(np.float32), terminated=ends)
 
 
 def test_rewards_reach_ppo_scaled_by_the_running_spread_of_their_discounted_sums_as_sb3s_vecnormalize_does():
@@ -213,7 +204,7 @@ def test_value_only_update_leaves_the_actor_alone():
     rng = np.random.default_rng(0)
     obs = rng.normal(size=(16, 1, 4)).astype(np.float32)
     acts = rng.integers(0, 2, (16, 1))
-    frag = _one_env_fragment(obs, acts, rng.normal(size=(16, 1, 4)).astype(np.float32))
+    frag = _fragment(obs, acts, rng.normal(size=(16, 1, 4)).astype(np.float32))
     before = {k: v.clone() for k, v in gen.policy.state_dict().items()}
     gen.update(frag, rng.normal(size=(16, 1)).astype(np.float32), 1.0, train_policy=False)
     after = gen.policy.state_dict()
@@ -327,7 +318,7 @@ def test_behaviour_cloning_fits_a_cnn_encoder_and_critic_only_rounds_leave_it_as
     assert any(v.is_floating_point() and not th.equal(v, trained[k]) for k, v in cnn.items())
     acts, _ = policy.act(gen.policy, obs, deterministic=True)
     assert (acts == target).mean() > 0.95
-    frag = _one_env_fragment(obs[:16, None], target[:16, None], obs[16:32, None])
+    frag = _fragment(obs[:16, None], target[:16, None], obs[16:32, None])
     before = {k: v.clone() for k, v in gen.policy.state_dict().items()}
     gen.update(frag, rng.normal(size=(16, 1)).astype(np.float32), 1.0, train_policy=False)
     after = gen.policy.state_dict()
