@@ -189,6 +189,10 @@ def test_the_reward_scale_resumes_exactly_and_is_off_unless_asked_for():
     other = small_generator(venv.observation_space, venv.action_space, cfg, n_envs=3)
     with pytest.raises(ValueError, match="for 2 envs, the run has 3"):
         other.load_state_dict(state)
+    for bad in ({"var": float("nan")}, {"var": -1.0}, {"count": 0.0}, {"returns": th.tensor([1.0, float("inf")])}):
+        with pytest.raises(ValueError, match="non-finite or negative"):  # a tampered checkpoint: skipped, one line
+            resumed.load_state_dict({**state, "reward_scale": {**state["reward_scale"], **bad}})
+    assert resumed.reward_scale.rms.var == first.reward_scale.rms.var  # what a refused state left unchanged
     plain = small_generator(venv.observation_space, venv.action_space, PPOConfig(n_steps=8, batch_size=16), n_envs=2)
     assert PPOConfig().reward_scale == "none" and plain.reward_scale is None
     assert plain.state_dict()["reward_scale"] is None and "train/reward_scale" not in plain.update(

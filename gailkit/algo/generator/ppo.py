@@ -294,7 +294,8 @@ class RewardScale:
             raise ValueError(
                 f"the checkpoint's reward scale is for {returns.shape[0]} envs, the run has {len(self.returns)}"
             )
+        mean, var, count = float(state["mean"]), float(state["var"]), float(state["count"])
+        if not (np.isfinite(returns).all() and np.isfinite([mean, var, count]).all() and var >= 0 and count > 0):
+            raise ValueError("the checkpoint's reward scale holds non-finite or negative statistics")
         self.returns = returns.copy()
-        self.rms.mean = np.asarray(float(state["mean"]), np.float64)
-        self.rms.var = np.asarray(float(state["var"]), np.float64)
-        self.rms.count = float(state["count"])
+        self.rms.mean, self.rms.var, self.rms.count = np.asarray(mean), np.asarray(var), count
