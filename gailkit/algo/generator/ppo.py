@@ -14,9 +14,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch as th
-from stable_baselines3.common.running_mean_std import RunningMeanStd
 
 from gailkit.algo.generator.common import StatsLogger, bc_tensors, warm_start
+from gailkit.algo.generator.reward_scale import RewardScale
 from gailkit.config import PolicyConfig, PPOConfig, TrainConfig
 from gailkit.core import obs as obs_tree
 from gailkit.core.fragments import Fragment
@@ -256,46 +256,3 @@ class PPOGenerator:
             self._bc_optimizer().load_state_dict(copy.deepcopy(state["bc_optimizer"]))
         if self.reward_scale is not None and state.get("reward_scale") is not None:
             self.reward_scale.load_state_dict(state["reward_scale"])
-
-
-class RewardScale:
-    """SB3's `VecNormalize` reward scaling for rewards that come a round at a time: each env's discounted sum of
-    rewards so far (reset at every episode end), whose running variance (SB3's `RunningMeanStd`, merged a step at a
-    time as `VecNormalize` merges it) gives the scale, 1 / sqrt(var + 1e-8), of the round's rewards."""
-
-    CLIP = 10.0  # VecNormalize's clip_reward
-    EPS = 1e-8
-
-    def __init__(self, n_envs: int, gamma: float):
-        self.gamma = gamma
-        self.returns = np.zeros(n_envs, np.float64)
-        self.rms = RunningMeanStd(shape=())
-
-    def update(self, rewards: np.ndarray, dones: np.ndarray) -> float:
-        """Merge a round's (T, E) rewards (and its (T, E) episode ends) into the statistics; the scale they give."""
-        for r, done in zip(rewards, dones):
-            self.returns = self.returns * self.gamma + r
-            self.rms.update(self.returns)
-            self.returns[done] = 0.0
-        return float(1.0 / np.sqrt(self.rms.var + self.EPS))
-
-    def state_dict(self) -> dict[str, Any]:
-        rms = self.rms
-        return {
-            "returns": th.as_tensor(self.returns),
-            "mean": float(rms.mean),
-            "var": float(rms.var),
-            "count": rms.count,
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        returns = np.asarray(state["returns"], np.float64)
-        if returns.shape != self.returns.shape:
-            raise ValueError(
-                f"the checkpoint's reward scale is for {returns.shape[0]} envs, the run has {len(self.returns)}"
-            )
-        mean, var, count = float(state["mean"]), float(state["var"]), float(state["count"])
-        if not (np.isfinite(returns).all() and np.isfinite([mean, var, count]).all() and var >= 0 and count > 0):
-            raise ValueError("the checkpoint's reward scale holds non-finite or negative statistics")
-        self.returns = returns.copy()
-        self.rms.mean, self.rms.var, self.rms.count = np.asarray(mean), np.asarray(var), count
