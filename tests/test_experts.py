@@ -105,12 +105,27 @@ def test_scripted_expert_matches_its_mapping(custom_demos):
         ("missing.zip", "no such file"),
         ("telepathy", "not a .zip file, nor a scripted expert of CustomEnv \\(it has: scripted\\)"),
         ("gailkit_envs.custom_env:nothing", "has no attribute 'nothing'"),
-        ("gailkit_envs.custom_env:CustomEnv.__doc__", "has no attribute"),
+        ("gailkit_envs.custom_env:CustomEnv.__name__", "str is not callable"),
+        (
+            "gailkit_envs.custom_env:CustomEnv.nothing",
+            "'CustomEnv' in module 'gailkit_envs.custom_env' has no attribute 'nothing'",
+        ),
     ],
 )
 def test_bad_expert_specs(spec, message):
     with pytest.raises(ExpertError, match=message):
         experts.load_expert(spec, "CustomEnv", deterministic=True)
+
+
+def test_an_expert_may_be_named_by_a_dotted_attribute_of_a_file():
+    """`file.py:Class.expert`, as an entry point names an object: a scripted expert kept on its env class."""
+    from tests.space_envs import DiscreteObs
+
+    expert, env_id, info = experts.load_expert(
+        "tests/space_envs.py:DiscreteObs.expert", "tests/space_envs.py:DiscreteObs", True
+    )
+    assert [expert(o) for o in range(6)] == [DiscreteObs.expert(o) for o in range(6)] == [0, 1, 2, 0, 1, 2]
+    assert info == {"scripted": "tests/space_envs.py:DiscreteObs.expert"}
 
 
 def test_shipped_settings_are_found_and_valid():

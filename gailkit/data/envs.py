@@ -51,8 +51,12 @@ def observation_expert(env_id: str) -> Callable | None:
     return None if scripted is None or getattr(scripted, "reads_env", False) else scripted(None)
 
 
+_MISSING = object()
+
+
 def load_user_attr(spec: str, flag: str = "--env") -> Any:
-    """`module:attr` or `path/file.py:attr`, as typed by the user (imports, so runs, that code)."""
+    """`module:attr` or `path/file.py:attr`, as typed by the user (imports, so runs, that code); `attr`
+    may be dotted (`Class.expert`), as an entry point's object reference is."""
     target, _, attr = spec.rpartition(":")
     if not target or not attr:
         raise EnvError(f"{flag} {spec}: expected module:NAME or path/file.py:NAME")
@@ -78,9 +82,12 @@ def load_user_attr(spec: str, flag: str = "--env") -> Any:
             module = importlib.import_module(target)
         except ImportError as e:
             raise EnvError(f"{flag} {spec}: cannot import module '{target}' ({e})") from None
-    value = getattr(module, attr, None)
-    if value is None:
-        raise EnvError(f"{flag} {spec}: module '{target}' has no attribute '{attr}'")
+    value: Any = module
+    for i, part in enumerate(attr.split(".")):  # `Class.method`, as an entry point names an attribute
+        value = getattr(value, part, _MISSING) if part else _MISSING
+        if value is _MISSING:
+            where = f"module '{target}'" if i == 0 else f"'{'.'.join(attr.split('.')[:i])}' in module '{target}'"
+            raise EnvError(f"{flag} {spec}: {where} has no attribute '{part}'")
     return value
 
 
