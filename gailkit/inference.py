@@ -155,6 +155,7 @@ class OnnxPolicy:
         except Exception as e:  # noqa: BLE001 - onnxruntime raises its own types for graphs that do not run
             raise InferenceError(f"{self.path}: the graph failed on an observation ({first_line(e, 200)})") from None
         _check_actions(out["action"], n, self.action_space, self.path)
+        out["action"] = _in_box_dtype(out["action"], self.action_space)
         return {k: v[0] for k, v in out.items()} if single else out
 
     def predict(self, obs: Any) -> np.ndarray:
@@ -230,6 +231,15 @@ def _start(value: Any, shape: list[int]) -> Any:
     ):
         raise ValueError(f"start={shown(value)}")
     return value
+
+
+def _in_box_dtype(actions: np.ndarray, space: dict[str, Any]) -> np.ndarray:
+    """A Box's actions in its own dtype, as the env checks them (the graph gives float32): rounded for a Box
+    of integers or booleans (the graph has clipped them to the bounds)."""
+    dtype = np.dtype(space["dtype"])
+    if space["type"] != "Box" or actions.dtype == dtype:
+        return actions
+    return (np.rint(actions) if dtype.kind in "iub" and actions.dtype.kind == "f" else actions).astype(dtype)
 
 
 def _check_actions(actions: Any, n: int, space: dict[str, Any], path: Path) -> None:

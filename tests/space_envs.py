@@ -345,6 +345,25 @@ class BoolObs(_Base):
         return int(np.asarray(obs)[0])
 
 
+class IntBoxAct(_Base):
+    """Box(0, 4, (2,), int64) actions, checked as a strict env checks them (`action_space.contains`: a
+    policy's float actions fail it): the expert steps the first entry by the observation, the second stays 1."""
+
+    observation_space = gym.spaces.Box(-1, 1, (3,), np.float32)
+    action_space = gym.spaces.Box(0, 4, (2,), np.int64)
+
+    def step(self, action):
+        assert self.action_space.contains(action), (action, np.asarray(action).dtype)
+        return super().step(action)
+
+    def _obs(self) -> Any:
+        return self._state.copy()
+
+    @staticmethod
+    def expert(obs: Any) -> Any:
+        return np.array([int((obs[0] + 1) * 2.49), 1], np.int64)
+
+
 def bool_obs_expert(obs: Any) -> Any:
     return BoolObs.expert(obs)
 

@@ -141,6 +141,8 @@ def test_a_space_no_encoder_fits_is_named_in_one_line(space, says):
         (gym.spaces.Box(-1, 1, (2,), np.float32), None),
         (gym.spaces.Box(-1, 1, (2, 2), np.float32), None),
         (gym.spaces.Dict({"a": gym.spaces.Discrete(2)}), "Dict"),
+        (gym.spaces.Tuple([gym.spaces.Discrete(2)] * 2), "(Box, Discrete, MultiDiscrete, MultiBinary are)"),
+        (gym.spaces.Box(0, 4, (2,), np.int64), None),
     ],
 )
 def test_an_action_space_no_policy_head_takes_is_named_in_one_line(space, says):
@@ -150,6 +152,22 @@ def test_an_action_space_no_policy_head_takes_is_named_in_one_line(space, says):
     with pytest.raises(spaces.UnsupportedSpace, match=re.escape(says)) as e:
         spaces.check_action_space(space)
     assert "\n" not in str(e.value) and str(e.value).startswith("action space ")
+
+
+def test_box_actions_reach_the_env_in_the_boxs_own_dtype():
+    """A policy's Gaussian gives float32; an env that checks `contains` needs its Box's dtype: an integer or
+    bool Box's actions rounded within the bounds, a float Box's cast; other spaces' actions untouched."""
+    ints = gym.spaces.Box(0, 4, (3,), np.int64)
+    got = spaces.env_action(ints, np.array([[-0.7, 2.5, 3.6], [1.49, 9.0, 0.51]], np.float32))
+    assert got.dtype == np.int64 and got.tolist() == [[0, 2, 4], [1, 4, 1]]
+    assert all(ints.contains(row) for row in got)
+    flags = gym.spaces.Box(0, 1, (2,), bool)
+    assert spaces.in_box_dtype(flags, np.array([0.2, 0.8], np.float32)).tolist() == [False, True]
+    halves = gym.spaces.Box(-1, 1, (2,), np.float16)
+    assert halves.contains(spaces.env_action(halves, np.array([[0.25, -2.0]], np.float32))[0])
+    assert spaces.env_action(gym.spaces.Discrete(3, start=1), np.array([0, 2])).tolist() == [1, 3]
+    same = np.array([0.5], np.float32)
+    assert spaces.in_box_dtype(gym.spaces.Box(-1, 1, (1,), np.float32), same) is same
 
 
 def test_matrix_observations_the_policies_take_or_refuse_in_one_line():
@@ -232,6 +250,7 @@ ENVS = {
     "BoolObs": "bool_obs_expert",
     "ShiftedDiscrete": "shifted_discrete_expert",
     "ShiftedDict": "shifted_dict_expert",
+    "IntBoxAct": "IntBoxAct.expert",
 }
 
 

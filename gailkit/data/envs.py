@@ -24,6 +24,7 @@ import numpy as np
 from gailkit.config import EnvConfig
 from gailkit.core.errors import EnvError, first_line
 from gailkit.data.env_wrappers import wrapped as _wrapped
+from gailkit.model.spaces import in_box_dtype
 
 PROJECT_ENVS = "gailkit_envs"  # the project's envs/ folder, as installed (never a top-level `envs`)
 
@@ -231,9 +232,12 @@ def spaces(cfg: EnvConfig | str, allow_code: bool = True, source: str = "") -> t
         env.close()
 
 
-def step_action(action: Any) -> Any:
-    """What `env.step` is given: a 0-d array as a plain number (envs such as FrozenLake index tables
-    with a Discrete action, and a 0-d array is not hashable); anything else as it is."""
+def step_action(action: Any, action_space: gym.Space | None = None) -> Any:
+    """What `env.step` is given: a Box action in the Box's dtype (`in_box_dtype`: an integer Box's
+    rounded), a 0-d array as a plain number (envs such as FrozenLake index tables with a Discrete action,
+    and a 0-d array is not hashable); anything else as it is."""
+    if action_space is not None:
+        action = in_box_dtype(action_space, action)
     if isinstance(action, np.ndarray) and action.ndim == 0:
         return action.item()
     return action
@@ -260,7 +264,7 @@ def run_episodes(
                 a = act(obs)
                 if expert_action is not None:
                     errors.append(float(np.abs(np.asarray(a) - expert_action(obs)).mean()))
-                obs, r, term, trunc, _ = env.step(step_action(a))
+                obs, r, term, trunc, _ = env.step(step_action(a, env.action_space))
                 total, steps, done = total + float(r), steps + 1, term or trunc
             returns.append(total)
             lengths.append(steps)

@@ -3,6 +3,8 @@ it too); the encoders themselves are in `gailkit.model.encoders`."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import gymnasium as gym
 import numpy as np
 
@@ -49,7 +51,7 @@ def one_line(space: gym.Space) -> str:
     return " ".join(str(space).split())
 
 
-def check_space(space: gym.Space, what: str = "observation space") -> None:
+def check_space(space: gym.Space, what: str = "observation space", supported: str = SUPPORTED) -> None:
     """Raise `UnsupportedSpace` (one line naming the space) unless some encoder fits `space`."""
     if isinstance(space, gym.spaces.Dict):
         for key, sub in space.spaces.items():
@@ -64,7 +66,7 @@ def check_space(space: gym.Space, what: str = "observation space") -> None:
             check_space(sub, f"{what} entry {key!r}:")
         return
     if not isinstance(space, (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
-        raise UnsupportedSpace(f"{what} {one_line(space)} is not supported ({SUPPORTED} are)")
+        raise UnsupportedSpace(f"{what} {one_line(space)} is not supported ({supported} are)")
     if isinstance(space, gym.spaces.Box) and 0 in space.shape:
         raise UnsupportedSpace(f"{what} {one_line(space)} holds no values (an axis of length 0)")
     if isinstance(space, gym.spaces.Box) and space.shape == ():
@@ -79,12 +81,10 @@ def check_space(space: gym.Space, what: str = "observation space") -> None:
 def check_action_space(space: gym.Space) -> None:
     """`check_space` for actions, and what a policy's head needs besides: one flat MultiDiscrete or
     MultiBinary (stable-baselines3's distributions take no other), a Box of finite bounds, no Dict."""
-    what = "action space"
+    what, supported = "action space", "Box, Discrete, MultiDiscrete, MultiBinary"
     if isinstance(space, gym.spaces.Dict):
-        raise UnsupportedSpace(
-            f"{what} {one_line(space)} is not supported (Box, Discrete, MultiDiscrete, MultiBinary are)"
-        )
-    check_space(space, what)
+        raise UnsupportedSpace(f"{what} {one_line(space)} is not supported ({supported} are)")
+    check_space(space, what, supported)
     if isinstance(space, gym.spaces.MultiBinary):
         _check_flat(space, what)
     if isinstance(space, gym.spaces.Box) and not (np.isfinite(space.low).all() and np.isfinite(space.high).all()):
@@ -140,12 +140,27 @@ def flat_dim(space: gym.Space) -> int:
 
 def env_action(action_space: gym.Space, acts: np.ndarray) -> np.ndarray:
     """What the env is given for a policy's actions: Box actions in the space's shape (a policy's are flat
-    rows), clipped to the bounds (SB3 does the same); a Discrete or MultiDiscrete index plus the space's
-    start (a policy's heads count from 0, the env's values from `start`)."""
+    rows), clipped to the bounds (SB3 does the same) and in the Box's dtype (`in_box_dtype`); a Discrete or
+    MultiDiscrete index plus the space's start (a policy's heads count from 0, the env's values from `start`)."""
     start = start_of(action_space)
     if np.any(start != 0):
         return np.asarray(acts) + start
-    return clipped(action_space, acts)
+    return in_box_dtype(action_space, clipped(action_space, acts))
+
+
+def in_box_dtype(action_space: gym.Space, acts: Any) -> Any:
+    """Actions in a Box's own dtype, as an env that checks `action_space.contains` takes them: rounded to the
+    nearest value within the bounds for a Box of integers or booleans (a policy's Gaussian gives floats),
+    cast for a float Box of another width; any other space's actions, and actions already in it, unchanged."""
+    if not isinstance(action_space, gym.spaces.Box):
+        return acts
+    arr = np.asarray(acts)
+    if arr.dtype == action_space.dtype:
+        return acts
+    if action_space.dtype.kind in "iub" and arr.dtype.kind == "f":
+        low, high = action_space.low.astype(np.float64), action_space.high.astype(np.float64)
+        arr = np.clip(np.rint(arr), np.ceil(low), np.floor(high))
+    return arr.astype(action_space.dtype)
 
 
 def clipped(action_space: gym.Space, acts: np.ndarray) -> np.ndarray:

@@ -81,7 +81,7 @@ def _frames(act: Callable[[Any], Any], env_cfg: EnvConfig, seed: int, allow_code
         obs, _ = env.reset(seed=seed)
         frames, total, done = [_frame(env, env_cfg)], 0.0, False
         while not done and len(frames) < MAX_FRAMES:
-            obs, reward, terminated, truncated, _ = env.step(envs.step_action(act(obs)))
+            obs, reward, terminated, truncated, _ = env.step(envs.step_action(act(obs), env.action_space))
             total, done = total + float(reward), terminated or truncated
             frames.append(_frame(env, env_cfg))
         return frames, total, int(env.metadata.get("render_fps") or 30)

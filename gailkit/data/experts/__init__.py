@@ -19,6 +19,7 @@ from gailkit.core.errors import EnvError, ExpertError, GailkitError
 from gailkit.data import demos, envs
 from gailkit.data.demos import stacks
 from gailkit.data.experts import zoo
+from gailkit.model.spaces import in_box_dtype
 
 REPO_EXPERTS = Path(__file__).resolve().parents[3] / "experts"  # gailkit/data/experts/ -> the project
 Policy = Callable[[np.ndarray], Any]
@@ -238,7 +239,7 @@ def record(
             env.action_space.seed(seed + ep)
             t, done = 0, False
             while not done:
-                act = np.asarray(policy(obs))
+                act = np.asarray(in_box_dtype(env.action_space, np.asarray(policy(obs))))  # what the env gets
                 next_obs, r, term, trunc, info = env.step(envs.step_action(act))
                 if "expert_action" in info:
                     act = np.asarray(info["expert_action"])
