@@ -1,3 +1,5 @@
+import re
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -113,3 +115,61 @@ def test_a_file_env_that_raises_on_import_is_one_line(tmp_path):
     bad.write_text("raise RuntimeError('boom')\n")
     with pytest.raises(EnvError, match="importing .*bad_env.py failed \\(RuntimeError: boom\\)"):
         envs.make_factory(f"{bad}:Env")
+
+
+@pytest.mark.parametrize(
+    "name, says",
+    [
+        (
+            "WrongShape",
+            "step() at step 3 of an episode returned an observation of shape (3, 1), where its "
+            "observation_space is Box(-1.0, 1.0, (3,), float32)",
+        ),  # fmt: skip
+        ("NanObservation", "step() at step 3 of an episode returned an observation holding NaN or inf"),
+        (
+            "ArrayReward",
+            "step() at step 3 of an episode returned the reward array([1.]); a reward is one finite number",
+        ),
+        ("NanReward", "returned the reward nan; a reward is one finite number"),
+        ("FourValues", "step() at step 3 of an episode returned a tuple of 4 values; gymnasium's API returns 5"),
+        (
+            "ObservationOnlyReset",
+            "reset() returned a value of type ndarray; gymnasium's API returns (observation, info)",
+        ),
+        ("ArrayFlag", "returned terminated=array([False, False]); it is one bool"),
+        (
+            "MissingDictEntry",
+            "returned an observation of type dict with keys ['pos'], where its observation_space is Dict(",
+        ),
+    ],
+)
+def test_an_env_that_breaks_the_api_or_its_own_spaces_is_one_line_and_nothing_is_written(tmp_path, name, says):
+    """A user's env returning what gymnasium's API or its own declared spaces do not allow: `demos record` says
+    so in one line naming the env, exit 2, no file; the same check holds in every env gailkit makes."""
+    from tests.conftest import run_cli
+
+    out = tmp_path / "demos.arrow"
+    env = f"tests/broken_envs.py:{name}"
+    r = run_cli("demos", "record", "--env", env, "--expert", "tests/broken_envs.py:expert", "--episodes", "2",
+                "--out", str(out))  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"gailkit: error: --env {env}: ") and says in lines[0], r.stderr
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+    made = envs.make_env(env)
+    with pytest.raises(EnvError, match="^--env " + re.escape(env) + ": .*" + re.escape(says)):
+        made.reset(seed=0)
+        for _ in range(8):
+            made.step(0)
+
+
+def test_an_env_that_keeps_the_api_loosely_is_taken_as_it_is(tmp_path):
+    """float64 arrays and lists for a float32 Box, numpy rewards, 0/1 flags: what gymnasium's own checker
+    lets through is recorded and stepped without a word."""
+    from tests.conftest import run_cli
+
+    out = tmp_path / "demos.arrow"
+    r = run_cli("demos", "record", "--env", "tests/broken_envs.py:FloatsAndLists", "--expert",
+                "tests/broken_envs.py:expert", "--episodes", "2", "--out", str(out))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert out.is_file()

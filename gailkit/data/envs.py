@@ -23,6 +23,7 @@ import numpy as np
 
 from gailkit.config import EnvConfig
 from gailkit.core.errors import EnvError, first_line
+from gailkit.data.env_wrappers import Checked
 from gailkit.data.env_wrappers import wrapped as _wrapped
 from gailkit.model.spaces import in_box_dtype
 
@@ -175,7 +176,7 @@ class _RegisteredFactory:
             raise EnvError(f"--env {self.name}: bad env kwargs {self.kwargs} ({e})") from None
         except gym.error.DependencyNotInstalled as e:
             raise EnvError(f"--env {self.name}: {first_line(e)}") from None
-        env = _wrapped(env, self.cfg)
+        env = _wrapped(Checked(env, self.name), self.cfg)
         return check_spaces(gym.wrappers.TimeLimit(env, n) if n and atari else env, self.name)
 
 
@@ -191,6 +192,7 @@ class _ClassFactory:
             env = cls(**self.kwargs)
         except (TypeError, ValueError) as e:
             raise EnvError(f"--env {self.name}: cannot construct with kwargs {self.kwargs} ({e})") from None
+        env = Checked(env, self.name)  # innermost: what the user's class returns, before any wrapper unpacks it
         if self.cfg.max_episode_steps:
             env = gym.wrappers.TimeLimit(env, self.cfg.max_episode_steps)
         return check_spaces(_wrapped(env, self.cfg), self.name)
