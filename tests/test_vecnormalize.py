@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import shutil
 
 import numpy as np
@@ -130,3 +131,61 @@ def test_an_rl_zoo3_log_folder_is_an_expert_with_its_statistics(sb3_expert, tmp_
     (tmp_path / "empty").mkdir()
     r = run_cli("demos", "record", "--expert", str(tmp_path / "empty"), "--episodes", "1", "--out", str(out))
     assert r.returncode == 2 and "rl-zoo3" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+@pytest.mark.parametrize("algo", ["ppo", "sac"])
+def test_a_multi_input_expert_with_vecnormalize_of_some_dict_entries_acts_as_sb3_does(tmp_path, algo):
+    """VecNormalize over a Dict observation keeps one RunningMeanStd per entry of `norm_obs_keys` and passes
+    the others through; the statistics go in front of those entries' flattening in MultiInputPolicy's
+    extractors (SAC's actor and critics each have one), and the expert acts as SB3's model on `normalize_obs`."""
+    import stable_baselines3 as sb3
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+    from tests.space_envs import DictBoxAct
+
+    class Spread(DictBoxAct):  # "pos" far from unit scale, so statistics matter
+        def _obs(self):
+            obs = super()._obs()
+            return {**obs, "pos": obs["pos"] * 50 + 20}
+
+    venv = VecNormalize(DummyVecEnv([Spread]), norm_obs_keys=["pos"], norm_reward=False)
+    cls, kwargs = (sb3.PPO, {"n_steps": 64, "batch_size": 32}) if algo == "ppo" else (sb3.SAC, {"learning_starts": 16})
+    model = cls("MultiInputPolicy", venv, policy_kwargs={"net_arch": [16]}, seed=0, **kwargs)
+    model.learn(128)
+    model.save(tmp_path / "expert.zip")
+    venv.save(str(tmp_path / "vecnormalize.pkl"))
+    stats = vecnormalize.read(tmp_path / "vecnormalize.pkl", venv.observation_space)
+    assert (
+        isinstance(stats, dict) and list(stats) == ["pos"] and np.allclose(stats["pos"].mean, venv.obs_rms["pos"].mean)
+    )
+    pol = policy.read_sb3_zip(tmp_path / "expert.zip", venv.observation_space, venv.action_space)
+    vecnormalize.apply(pol, stats)
+    rng = np.random.default_rng(0)
+    obs = {"pos": rng.uniform(-30, 70, (32, 2)).astype(np.float32), "mode": rng.integers(0, 2, 32)}
+    theirs, _ = model.predict(venv.normalize_obs(obs), deterministic=True)
+    ours, _ = pol.predict(obs, deterministic=True)
+    bare, _ = policy.read_sb3_zip(tmp_path / "expert.zip", venv.observation_space, venv.action_space).predict(
+        obs, deterministic=True
+    )
+    assert np.allclose(ours, theirs, atol=1e-5) and not np.allclose(bare, theirs, atol=1e-3)
+
+
+@pytest.mark.parametrize(
+    "mutate, says",
+    [
+        (lambda vn: vn.obs_rms.update(extra=vn.obs_rms["pos"]), "its statistics name the entry 'extra', which the env's observations lack"),
+        (lambda vn: setattr(vn.obs_rms["pos"], "mean", np.zeros(5)), "entry 'pos': its statistics are not arrays of the env's "
+                                                                      "observation shape (2,)"),
+    ],
+)  # fmt: skip
+def test_dict_statistics_that_do_not_fit_are_named_in_one_line(tmp_path, mutate, says):
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+    from tests.space_envs import DictBoxAct
+
+    venv = VecNormalize(DummyVecEnv([DictBoxAct]), norm_obs_keys=["pos"])
+    mutate(venv)
+    venv.save(str(tmp_path / "vecnormalize.pkl"))
+    with pytest.raises(ExpertError, match=re.escape(says)) as e:
+        vecnormalize.read(tmp_path / "vecnormalize.pkl", venv.observation_space)
+    assert "\n" not in str(e.value) and str(e.value).startswith(str(tmp_path / "vecnormalize.pkl"))

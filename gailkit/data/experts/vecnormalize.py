@@ -22,6 +22,7 @@ import gymnasium as gym
 import numpy as np
 
 from gailkit.core import fsutil, textparse
+from gailkit.core import obs as obs_tree
 from gailkit.core.errors import ExpertError, GailkitError
 from gailkit.data.demos import unpickler
 
@@ -75,9 +76,10 @@ def find(zip_path: Path) -> Path | None:
     return None
 
 
-def read(path: Path, observation_space: gym.Space) -> ObsStats | None:
-    """The observation statistics of a VecNormalize file (None when it did not normalize observations);
-    ExpertError, one line naming the file, for anything else."""
+def read(path: Path, observation_space: gym.Space) -> ObsStats | dict[str, ObsStats] | None:
+    """The observation statistics of a VecNormalize file (None when it did not normalize observations; for
+    a Dict observation, one per entry it normalized, SB3's `norm_obs_keys`); ExpertError, one line naming
+    the file, for anything else."""
     try:
         data = fsutil.read_regular(path, MAX_BYTES)
     except (OSError, GailkitError) as e:
@@ -96,22 +98,46 @@ def read(path: Path, observation_space: gym.Space) -> ObsStats | None:
     vn: Any = obj
     if vn.norm_obs is False:
         return None
-    if not isinstance(vn.obs_rms, _RunningMeanStd):
-        raise bad("its obs_rms is not a RunningMeanStd (Dict observations are not read)")
-    rms: Any = vn.obs_rms
-    shape = observation_space.shape or ()
+    numbers = {"clip_obs": vn.clip_obs, "epsilon": vn.epsilon}
+    for key, value in numbers.items():
+        if not _positive(value):
+            raise bad(f"its {key} is {textparse.shown(value)}, not a positive number")
+    if isinstance(vn.obs_rms, dict):  # a Dict observation: statistics for the entries in `norm_obs_keys`
+        if not isinstance(observation_space, gym.spaces.Dict):
+            raise bad(
+                f"its statistics are per Dict entry, and the env's observations are {type(observation_space).__name__}"
+            )
+        if len(vn.obs_rms) > obs_tree.MAX_ENTRIES:
+            raise bad(f"its statistics name {len(vn.obs_rms)} Dict entries")
+        out = {}
+        for key, rms in vn.obs_rms.items():
+            if not isinstance(key, str) or key not in observation_space.spaces:
+                raise bad(f"its statistics name the entry {textparse.shown(key)}, which the env's observations lack")
+            out[key] = _stats(rms, observation_space[key], vn, bad, f"entry {key!r}: ")
+        return out or None
+    return _stats(vn.obs_rms, observation_space, vn, bad, "")
+
+
+def _positive(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float, np.floating)) and 0 < float(value) < 1e300
+
+
+def _stats(obj: Any, space: gym.Space, vn: Any, bad: Any, at: str) -> ObsStats:
+    """One RunningMeanStd's numbers, checked against the (entry's) observation space."""
+    if not isinstance(obj, _RunningMeanStd):
+        raise bad(f"{at}its obs_rms is not a RunningMeanStd")
+    rms: Any = obj
+    shape = space.shape or ()
     mean, var = (
         np.asarray(getattr(rms, k), np.float64) if isinstance(getattr(rms, k), np.ndarray) else None
         for k in ("mean", "var")
     )
     if mean is None or var is None or mean.shape != shape or var.shape != shape:
-        raise bad(f"its statistics are not arrays of the env's observation shape {shape}")
+        raise bad(f"{at}its statistics are not arrays of the env's observation shape {shape}")
     if not (np.isfinite(mean).all() and np.isfinite(var).all() and (var >= 0).all()):
-        raise bad("its statistics hold NaN, inf or a negative variance")
-    numbers = {"count": rms.count, "clip_obs": vn.clip_obs, "epsilon": vn.epsilon}
-    for key, value in numbers.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not 0 < float(value) < 1e300:
-            raise bad(f"its {key} is {textparse.shown(value)}, not a positive number")
+        raise bad(f"{at}its statistics hold NaN, inf or a negative variance")
+    if not _positive(rms.count):
+        raise bad(f"{at}its count is {textparse.shown(rms.count)}, not a positive number")
     return ObsStats(mean, var, float(rms.count), float(vn.clip_obs), float(vn.epsilon))
 
 
@@ -119,12 +145,35 @@ def _bad(path: Path, says: str) -> ExpertError:
     return ExpertError(f"{path}: not usable VecNormalize statistics: {says}")
 
 
-def apply(pol: Any, stats: ObsStats) -> None:
+def apply(pol: Any, stats: ObsStats | dict[str, ObsStats]) -> None:
     """Put `stats` in front of every network of an SB3 policy whose extractors only flatten (what
-    `MlpPolicy` has, for any algorithm): each `FlattenExtractor` is replaced by one `NormalizedFlatten`."""
-    from stable_baselines3.common.torch_layers import FlattenExtractor
+    `MlpPolicy` has, for any algorithm): each `FlattenExtractor` is replaced by one `NormalizedFlatten`.
+    Per-entry statistics go in front of the entries' flattening in each of `MultiInputPolicy`'s
+    `CombinedExtractor`s, as VecNormalize normalized those entries and passed the others through."""
+    from stable_baselines3.common.torch_layers import CombinedExtractor, FlattenExtractor
+    from torch import nn
 
     from gailkit.model.encoders import NormalizedFlatten
+
+    if isinstance(stats, dict):
+        combined = [m for m in pol.modules() if isinstance(m, CombinedExtractor)]
+        if not combined:
+            raise ExpertError(
+                "a VecNormalize file of Dict statistics lies beside an expert whose network has no "
+                f"MultiInputPolicy extractor ({type(getattr(pol, 'features_extractor', None)).__name__}); move one of them away"
+            )
+        device = next(pol.parameters()).device
+        for extractor in combined:
+            for key, st in stats.items():
+                if not isinstance(extractor.extractors[key], nn.Flatten):
+                    raise ExpertError(
+                        f"VecNormalize statistics for the Dict entry {key!r}, which the expert's network reads "
+                        f"with {type(extractor.extractors[key]).__name__}, not by flattening it"
+                    )
+                norm = NormalizedFlatten(pol.observation_space[key], normalize=True, clip=st.clip, eps=st.epsilon)
+                norm.set_stats(st.mean, st.var, st.count)
+                extractor.extractors[key] = norm.to(device)
+        return
 
     norm = NormalizedFlatten(pol.observation_space, normalize=True, clip=stats.clip, eps=stats.epsilon)
     norm.set_stats(stats.mean, stats.var, stats.count)
