@@ -87,7 +87,9 @@ def test_learn_from_an_env_class_of_this_process_and_demos_as_arrays(tmp_path, m
     assert s["env_steps"] == 128
     cached = list((tmp_path / "cache" / "gailkit" / "demos").glob("*.arrow"))
     assert len(cached) == 1
-    gailkit.learn(Reach(), arrays, tmp_path / "again", total_steps=64, preset="tiny", quiet=True, log=lambda m: None)
+    said: list[str] = []
+    gailkit.learn(Reach(), arrays, tmp_path / "again", total_steps=64, preset="tiny", quiet=True, log=said.append)
+    assert any("expert return unknown (the demos carry no rewards; pass --expert-return" in line for line in said), said
     assert list((tmp_path / "cache" / "gailkit" / "demos").glob("*.arrow")) == cached  # same content, same file
     with pytest.raises(ConfigError, match="lives in this process only"):
         gailkit.learn(Reach, arrays, tmp_path / "r3", settings=["fleet.actors=2"], quiet=True, log=lambda m: None)

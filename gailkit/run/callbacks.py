@@ -144,13 +144,13 @@ class Progress(Callback):
         self.last_line = time.monotonic()
 
     def on_start(self, run: Run) -> None:
-        refs, cfg = run.references, run.cfg
+        refs, cfg, d = run.references, run.cfg, run.expert_demos
+        why = "the demos carry no rewards" if d.rews is None else "loose transitions carry no episode return"
         expert = (
-            "unknown (loose transitions carry no episode return; pass --expert-return; scores stay raw)"
+            f"unknown ({why}; pass --expert-return; scores stay raw)"
             if refs.expert_return is None
             else f"{refs.expert_return:.1f} ({refs.expert_source})"
         )
-        d = run.expert_demos
         episodes = f"{d.n_episodes} episodes" if d.whole_episodes() else "no whole episodes"
         rounds = f"{cfg.total_rounds} rounds of {cfg.round_steps:,} env steps"
         if run.target_steps != cfg.total_steps:
