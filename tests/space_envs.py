@@ -88,7 +88,21 @@ class ImageObs(_Base):
 
     @staticmethod
     def expert(obs: Any) -> Any:
-        return int(np.argmax(np.asarray(obs)[0, :, 0]) < 6)
+        frame = np.asarray(obs)[-1] if np.asarray(obs).ndim == 4 else np.asarray(obs)  # a stack: its newest frame
+        return int(np.argmax(frame[0, :, 0]) < 6)
+
+
+class ImageCHW(ImageObs):
+    """ImageObs's frames channels first (3, 12, 12)."""
+
+    observation_space = gym.spaces.Box(0, 255, (3, 12, 12), np.uint8)
+
+    def _obs(self) -> Any:
+        return np.ascontiguousarray(super()._obs().transpose(2, 0, 1))
+
+    @staticmethod
+    def expert(obs: Any) -> Any:
+        return ImageObs.expert(np.moveaxis(np.asarray(obs), -3, -1))  # channels last, a stack's too
 
 
 class BigImageObs(ImageObs):

@@ -470,3 +470,52 @@ def test_absorbing_rows_and_the_gradient_penalty_take_discrete_spaces_that_do_no
     assert np.isfinite(disc.train_step(both, both)["disc/loss"])
     one_hot = encoders.preprocess(act_space, th.as_tensor(acts))
     assert one_hot.tolist()[0] == [1, 0, 0, 1, 0] and one_hot.tolist()[1] == [0, 1, 0, 0, 1]
+
+
+@pytest.mark.parametrize(
+    "name, expert, generator",
+    [("ImageObs", "image_expert", "ppo"), ("ImageCHW", "ImageCHW.expert", "ppo"), ("ImageBoxAct", "image_box_expert", "sac")],
+)  # fmt: skip
+def test_a_stack_of_colour_frames_is_read_by_a_cnn_through_training_export_and_infer(tmp_path, name, expert, generator):
+    """`env.frame_stack` over frames with channels gives a 4-dimensional Box (K x H x W x C, or K x C x H x W):
+    a CNN reads the K frames' channels as one frame's (they were flattened into an MLP), for the policy and the
+    discriminator (random shifts included), through PPO or SAC's frame replay, export and onnxruntime."""
+    from gailkit.run import checkpoint
+
+    env = f"tests/space_envs.py:{name}"
+    demos, run, onnx = tmp_path / "demos.arrow", tmp_path / "run", tmp_path / "p.onnx"
+    r = run_cli("demos", "record", "--env", env, "--expert", f"tests/space_envs.py:{expert}", "--frame-stack", "3",
+                "--episodes", "4", "--out", str(demos))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    r = run_cli(
+        "train", "--env", env, "--demos", str(demos), "--preset", "tiny", "--total-steps", "256", "--quiet",
+        "--run-dir", str(run), "--set", "eval_episodes=2", "--set", "env.frame_stack=3", "--set", f"generator={generator}",
+        "--set", "disc.augment_shift=2",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    pol, _ = checkpoint.load_policy(run / "final" / "checkpoint.pt")
+    extractor = pol.features_extractor  # PPO's ActorCritic or SAC's actor
+    assert isinstance(extractor, encoders.ImageCNN) and len(pol.observation_space.shape) == 4
+    assert extractor.cnn[0].in_channels == 3 * min(pol.observation_space.shape[1:])
+    report = onnx_plays_as_torch(run, env, onnx)
+    r = run_cli("infer", str(onnx), "--env", env, "--episodes", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["returns"] == pytest.approx(report["policy"]["returns"], rel=1e-5)
+
+
+def test_a_cnn_reads_a_stack_of_frames_as_the_frames_channels_side_by_side():
+    """The stacked CNN is the plain CNN on the frames' channels concatenated (frame 0's first), either layout."""
+    th.manual_seed(0)
+    stack_last, frames_last = (
+        gym.spaces.Box(0, 255, (3, 10, 10, 2), np.uint8),
+        gym.spaces.Box(0, 255, (10, 10, 6), np.uint8),
+    )
+    stacked, plain = encoders.ImageCNN(stack_last, 16), encoders.ImageCNN(frames_last, 16)
+    plain.load_state_dict(stacked.state_dict())
+    x = th.as_tensor(np.stack([stack_last.sample() for _ in range(5)]))
+    merged = x.permute(0, 2, 3, 1, 4).reshape(5, 10, 10, 6)  # (N, H, W, K x C), frame 0's channels first
+    assert th.allclose(stacked(x), plain(merged), atol=1e-5)
+    stack_first = gym.spaces.Box(0, 255, (3, 2, 10, 10), np.uint8)
+    stacked_first = encoders.ImageCNN(stack_first, 16)
+    stacked_first.load_state_dict(stacked.state_dict())
+    assert th.allclose(stacked_first(x.permute(0, 1, 4, 2, 3)), stacked(x), atol=1e-5)

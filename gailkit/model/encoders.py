@@ -131,7 +131,8 @@ many, which keeps its activations in cache and its buffers reused (1,024 Pong fr
 
 
 class ImageCNN(nn.Module):
-    """Frames (N, C, H, W), (N, H, W, C) or grey (N, H, W) -> (N, features_dim).
+    """Frames (N, C, H, W), (N, H, W, C), grey (N, H, W), or stacks of frames with channels (N, K, H, W, C)
+    or (N, K, C, H, W), their K x C channels read as one frame's -> (N, features_dim).
 
     Nature DQN's convolutions (32 8x8/4, 64 4x4/2, 64 3x3/1, as SB3's `NatureCNN`) for frames of
     at least 36x36; two padded 3x3 convolutions for smaller ones. uint8 spaces are scaled by 1/255.
@@ -139,11 +140,13 @@ class ImageCNN(nn.Module):
 
     def __init__(self, observation_space: gym.Space, features_dim: int = 512):
         super().__init__()
-        assert isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) in (2, 3)
+        assert isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) in (2, 3, 4)
         self.grey = len(observation_space.shape) == 2  # one channel, added in `forward`
-        shape = (1, *observation_space.shape) if self.grey else observation_space.shape
+        self.stacked = len(observation_space.shape) == 4  # K frames: their channels merged in `forward`
+        shape = (1, *observation_space.shape) if self.grey else observation_space.shape[self.stacked :]
         self.channels_first = int(np.argmin(shape)) == 0
         c, h, w = shape if self.channels_first else (shape[2], shape[0], shape[1])
+        c *= observation_space.shape[0] if self.stacked else 1
         self.scale = 1.0 / 255.0 if observation_space.dtype == np.uint8 else 1.0
         if min(h, w) >= 36:
             convs: list[nn.Module] = [nn.Conv2d(c, 32, 8, 4), nn.ReLU(), nn.Conv2d(32, 64, 4, 2), nn.ReLU()]
@@ -164,8 +167,11 @@ class ImageCNN(nn.Module):
         return th.cat([self._forward(part) for part in th.split(obs, CNN_CHUNK)])
 
     def _forward(self, obs: th.Tensor) -> th.Tensor:
-        obs = obs.unsqueeze(1) if self.grey else obs
-        x = obs if self.channels_first else obs.permute(0, 3, 1, 2)
+        if self.stacked:  # (N, K, C, H, W) -> (N, K x C, H, W): frame 0's channels first
+            x = (obs if self.channels_first else obs.permute(0, 1, 4, 2, 3)).flatten(1, 2)
+        else:
+            obs = obs.unsqueeze(1) if self.grey else obs
+            x = obs if self.channels_first else obs.permute(0, 3, 1, 2)
         # On the CPU, oneDNN's convolutions run about a third faster on channels-last input (forward and
         # backward; BENCHMARKS.md, Pong). The frames are cast once, uint8 to float32 in that layout; the 1/255
         # scale is folded into the first convolution's weights instead of a pass over the frames (the same

@@ -25,11 +25,12 @@ smaller ones (a 2x3 table of counts) stay vectors."""
 
 def is_image(space: gym.Space, kind: str = "auto") -> bool:
     """Whether `space` gets a CNN: a Box of uint8 (`auto`), or of any dtype (`cnn`), that is 3-dimensional
-    (channels first or last) or a grey frame (2-dimensional, both sides at least `MIN_GREY_SIDE`)."""
+    (channels first or last), a grey frame (2-dimensional, both sides at least `MIN_GREY_SIDE`), or a stack
+    of frames with channels (4-dimensional: `env.frame_stack` over colour frames, K x H x W x C or K x C x H x W)."""
     if not isinstance(space, gym.spaces.Box):
         return False
     shape = tuple(space.shape)
-    if not (len(shape) == 3 or (len(shape) == 2 and min(shape) >= MIN_GREY_SIDE)):
+    if not (len(shape) in (3, 4) or (len(shape) == 2 and min(shape) >= MIN_GREY_SIDE)):
         return False
     return kind == "cnn" or (kind == "auto" and space.dtype == np.uint8)
 

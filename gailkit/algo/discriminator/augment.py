@@ -17,11 +17,13 @@ from gailkit.algo.discriminator.batch import Batch
 
 
 def _shift(x: th.Tensor, pad: int, dy: th.Tensor, dx: th.Tensor) -> th.Tensor:
-    """Frames (N, C, H, W) or (N, H, W, C), channels where the CNN finds them (the smallest axis first or
+    """Frames (N, C, H, W) or (N, H, W, C) (or stacks of them, (N, K, ...)), channels where the CNN finds them (the smallest axis first or
     last), each cropped at (dy[i], dx[i]) of itself padded by `pad` with its edge: indices clamped to the
     frame, so frames keep their dtype and nothing padded is built."""
     if x.dim() == 3:  # grey frames (N, H, W): shifted as one channel
         return _shift(x.unsqueeze(1), pad, dy, dx).squeeze(1)
+    if x.dim() == 5:  # stacks of K frames with channels: each frame by the same offsets
+        return th.stack([_shift(x[:, i], pad, dy, dx) for i in range(x.shape[1])], dim=1)
     channels_first = int(np.argmin(x.shape[1:])) == 0
     nchw = x if channels_first else x.permute(0, 3, 1, 2)
     n, _, h, w = nchw.shape
