@@ -519,3 +519,39 @@ def test_a_cnn_reads_a_stack_of_frames_as_the_frames_channels_side_by_side():
     stacked_first = encoders.ImageCNN(stack_first, 16)
     stacked_first.load_state_dict(stacked.state_dict())
     assert th.allclose(stacked_first(x.permute(0, 1, 4, 2, 3)), stacked(x), atol=1e-5)
+
+
+@pytest.mark.parametrize("generator", ["ppo", "sac"])
+def test_a_run_that_flattened_a_stack_of_colour_frames_still_evaluates_exports_and_resumes(tmp_path, generator):
+    """Before a CNN read 4-dimensional frame stacks, `encoder: auto` flattened them; such a run's checkpoints
+    (policy and discriminator) rebuild with the flattening encoders they were trained with."""
+    import yaml
+
+    from gailkit.run import checkpoint, train
+
+    env, demos, run = "tests/space_envs.py:ImageBoxAct", tmp_path / "demos.arrow", tmp_path / "run"
+    r = run_cli("demos", "record", "--env", env, "--expert", "tests/space_envs.py:image_box_expert", "--frame-stack",
+                "2", "--episodes", "3", "--out", str(demos))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    sets = ["total_steps=64", "checkpoint_every=1", "eval_every=0", "env.frame_stack=2", f"generator={generator}"]
+    flat = ["policy.encoder=flat", "disc.encoder=flat"]
+    older = train.train_config(env, str(demos), None, [*sets, *flat], preset="tiny")
+    train.train(older, run, quiet=True, log=lambda m: None, allow_code=True)
+    for ckpt in run.rglob("*.pt"):  # what a run of that code wrote: the encoders' `auto`
+        data = th.load(ckpt, weights_only=True)
+        data["config"]["policy"]["encoder"] = data["config"]["disc"]["encoder"] = "auto"
+        th.save(data, ckpt)
+    settings = yaml.safe_load((run / "config.yaml").read_text())
+    settings["policy"]["encoder"] = settings["disc"]["encoder"] = "auto"
+    (run / "config.yaml").write_text(yaml.safe_dump(settings))
+    pol, state = checkpoint.load_policy(run / "final" / "checkpoint.pt")
+    assert isinstance(pol.features_extractor, encoders.NormalizedFlatten)
+    assert state.settings.policy.encoder == state.settings.disc.encoder == "flat"
+    r = run_cli("evaluate", str(run), "--env", env, "--episodes", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    r = run_cli("export", str(run), "--out", str(tmp_path / "p.onnx"))
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr
+    logged: list[str] = []
+    today = train.train_config(env, str(demos), None, [*sets[1:], "total_steps=128"], preset="tiny")
+    assert train.train(today, run, resume=True, quiet=True, log=logged.append, allow_code=True)["env_steps"] == 128
+    assert not any("skipped" in m for m in logged), logged

@@ -206,14 +206,13 @@ def load(path: str | Path, device: str | th.device = "cpu") -> RunState:
     from gailkit import config
     from gailkit.config import TrainConfig
     from gailkit.data import demos
-    from gailkit.model import policy
 
     try:
         settings = config.from_dict(TrainConfig, config.migrate(data["config"], str(path)), "config")
         spaces = demos.space_from_json(data["spaces"]["observation"]), demos.space_from_json(data["spaces"]["action"])
     except (GailkitError, KeyError, TypeError, ValueError, AttributeError) as e:
         raise CheckpointError(f"{path}: its settings or spaces cannot be read ({type(e).__name__}: {e})") from None
-    settings = dataclasses.replace(settings, policy=policy.as_trained(settings.policy, spaces[0], data.get("learner")))
+    settings = as_trained(settings, spaces[0], data.get("learner"))
     known = {f.name for f in dataclasses.fields(RunState) if not f.metadata.get("derived")}
     fields = {k: v for k, v in data.items() if k in known and k not in ("references", "best")}
     return RunState(
@@ -247,6 +246,19 @@ def _check_values(data: dict[str, Any], refs: References, best: Best) -> str:
     ):
         return "malformed 'best'"
     return ""
+
+
+def as_trained(settings: Any, observation_space: Any, learner_state: Any) -> Any:
+    """`settings` (a TrainConfig) as a checkpoint's weights were trained: `policy.as_trained` and
+    `discriminator.as_trained` (a resumed run's and a loaded checkpoint's alike)."""
+    from gailkit.algo import discriminator
+    from gailkit.model import policy
+
+    return dataclasses.replace(
+        settings,
+        policy=policy.as_trained(settings.policy, observation_space, learner_state),
+        disc=discriminator.as_trained(settings.disc, observation_space, learner_state),
+    )
 
 
 def load_policy(path: str | Path, device: str = "cpu"):

@@ -36,6 +36,7 @@ from gailkit.run.checkpoint import (
     CheckpointError,
     References,
     RunState,
+    as_trained,
     random_reference,
     rng_state,
     set_rng_state,
@@ -128,7 +129,7 @@ class Run:
         states = run_dir.readable(log=log) if resume else None
         state = next(states)[0] if states is not None else None
         spaces = envs.spaces(cfg.env, allow_code, source=str(run_dir.config) if resume else "the settings file")
-        cfg = dataclasses.replace(cfg, policy=policy.as_trained(cfg.policy, spaces[0], state and state.learner))
+        cfg = as_trained(cfg, spaces[0], state and state.learner)
         if state is not None and "obs_stats" not in state.config:  # a run from before obs_stats: its normalizer moved
             cfg = dataclasses.replace(cfg, obs_stats="running")
         limit = cfg.demo_time_limit or cfg.env.max_episode_steps

@@ -14,6 +14,7 @@ episode terminated": its observation part is zeros and its flag is 1.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 import gymnasium as gym
@@ -174,6 +175,19 @@ class Discriminator:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.net.load_state_dict(state["net"])
         self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))  # torch shares, not copies, its tensors
+
+
+def as_trained(cfg: DiscConfig, observation_space: gym.Space, learner_state: Any) -> DiscConfig:
+    """`cfg` as the checkpointed discriminator was trained with it: one of a stack of colour frames saved
+    before a CNN read them (`policy.flattened_frame_stack`) rebuilds with `encoder: flat`."""
+    from gailkit.model.policy import flattened_frame_stack
+
+    saved = learner_state.get("discriminator") if isinstance(learner_state, dict) else None
+    weights = saved.get("net") if isinstance(saved, dict) else None
+    if not isinstance(weights, dict) or any(str(k).startswith("inputs.encoder.") for k in weights):
+        return cfg
+    older = flattened_frame_stack(cfg.encoder, observation_space, weights, "mlp.normalize_input.norm.running_mean")
+    return dataclasses.replace(cfg, encoder="flat") if older else cfg
 
 
 def _length(x: Any) -> int:

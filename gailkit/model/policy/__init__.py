@@ -56,9 +56,20 @@ def as_trained(net: PolicyConfig, observation_space: gym.Space, learner_state: A
     rebuilds, resumes, evaluates and exports as it was trained)."""
     generator = learner_state.get("generator") if isinstance(learner_state, dict) else None
     weights = generator.get("policy") if isinstance(generator, dict) else None  # any shape a file may hold
+    if isinstance(weights, dict) and flattened_frame_stack(
+        net.encoder, observation_space, weights, "features_extractor.mean"
+    ):
+        return dataclasses.replace(net, encoder="flat")  # a stack of colour frames, flattened before 2026-12-07
     hidden = isinstance(weights, dict) and "mlp_extractor.policy_net.0.weight" in weights
     older = not net.net_arch and hidden and not default_net_arch(observation_space, net.encoder)
     return dataclasses.replace(net, net_arch=[64, 64]) if older else net
+
+
+def flattened_frame_stack(encoder: str, observation_space: gym.Space, weights: dict, flat_key: str) -> bool:
+    """Whether weights saved for a 4-dimensional frame stack hold a flattening encoder (`flat_key`): until
+    2026-12-07 `auto` flattened such a Box (a CNN reads it since), so they rebuild with `encoder: flat`."""
+    stacked = isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) == 4
+    return encoder == "auto" and stacked and flat_key in weights
 
 
 def policy_kwargs(cfg: PolicyConfig, normalize_obs: bool, observation_space: gym.Space) -> dict[str, Any]:
