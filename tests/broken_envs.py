@@ -104,3 +104,8 @@ class MissingDictEntry(_Fine):
     def _obs(self) -> Any:
         pos = self.np_random.uniform(-1, 1, 2).astype(np.float32)
         return {"pos": pos} if getattr(self, "_t", 0) >= BREAKS_AT else {"pos": pos, "mode": 1}
+
+
+class NoneInfo(_Fine):
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        return super().reset(seed=seed)[0], None

@@ -137,6 +137,7 @@ def test_a_file_env_that_raises_on_import_is_one_line(tmp_path):
             "reset() returned a value of type ndarray; gymnasium's API returns (observation, info)",
         ),
         ("ArrayFlag", "returned terminated=array([False, False]); it is one bool"),
+        ("NoneInfo", "reset() returned an info of type NoneType; it is a dict"),
         (
             "MissingDictEntry",
             "returned an observation of type dict with keys ['pos'], where its observation_space is Dict(",

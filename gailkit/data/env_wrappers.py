@@ -47,7 +47,9 @@ class Checked(gym.Wrapper):
 
     def reset(self, **kwargs: Any) -> Any:
         out: Any = self.env.reset(**kwargs)
-        if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], Mapping)):
+        if isinstance(out, tuple) and len(out) == 2 and not isinstance(out[1], Mapping):
+            self._fail(f"reset() returned an info of type {type(out[1]).__name__}; it is a dict")
+        if not (isinstance(out, tuple) and len(out) == 2):
             self._fail(
                 f"reset() returned {_kind(out)}; gymnasium's API returns (observation, info) (an env written "
                 "for gym < 0.26 returns the observation alone)"
