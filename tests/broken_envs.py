@@ -109,3 +109,9 @@ class MissingDictEntry(_Fine):
 class NoneInfo(_Fine):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         return super().reset(seed=seed)[0], None
+
+
+class TextReward(_Fine):
+    def step(self, action):
+        obs, r, terminated, truncated, info = super().step(action)
+        return obs, ("1" if self.broken else r), terminated, truncated, info

@@ -138,6 +138,7 @@ def test_a_file_env_that_raises_on_import_is_one_line(tmp_path):
         ),
         ("ArrayFlag", "returned terminated=array([False, False]); it is one bool"),
         ("NoneInfo", "reset() returned an info of type NoneType; it is a dict"),
+        ("TextReward", "step() at step 3 of an episode returned the reward '1'; a reward is one finite number"),
         (
             "MissingDictEntry",
             "returned an observation of type dict with keys ['pos'], where its observation_space is Dict(",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 import gymnasium as gym
 import numpy as np
@@ -42,7 +42,7 @@ class Checked(gym.Wrapper):
         self.name = name
         self._t = 0
 
-    def _fail(self, what: str) -> None:
+    def _fail(self, what: str) -> NoReturn:
         raise EnvError(f"--env {self.name}: {what}")
 
     def reset(self, **kwargs: Any) -> Any:
@@ -69,14 +69,12 @@ class Checked(gym.Wrapper):
             )
         obs, reward, terminated, truncated, info = out  # typed Any: the env's class may return anything
         self._observation(obs, where)
-        if not (type(reward) in _NUMBERS and math.isfinite(reward)) and (
-            np.ndim(reward) != 0 or not np.isfinite(_number(reward))
-        ):
-            self._fail(f"{where} returned the reward {_shown(reward)}; a reward is one finite number")
+        if not (type(reward) in _NUMBERS and math.isfinite(reward)):
+            number = _number(reward)
+            if number is None or not math.isfinite(number):
+                self._fail(f"{where} returned the reward {_shown(reward)}; a reward is one finite number")
         for flag, value in (("terminated", terminated), ("truncated", truncated)):
-            if type(value) not in _FLAGS and (
-                np.ndim(value) != 0 or not isinstance(_number(value), (bool, int, float))
-            ):
+            if type(value) not in _FLAGS and _number(value) is None:
                 self._fail(f"{where} returned {flag}={_shown(value)}; it is one bool")
         if type(info) is not dict and not isinstance(info, Mapping):
             self._fail(f"{where} returned an info of type {type(info).__name__}; it is a dict")
@@ -96,11 +94,13 @@ _NUMBERS = (float, int, np.float64, np.float32)
 _FLAGS = (bool, np.bool_)
 
 
-def _number(value: Any) -> Any:
+def _number(value: Any) -> float | None:
+    """`value` as one number (a bool, int or float, or a 0-dimensional array of one), else None."""
     try:
-        return np.asarray(value).item()
+        arr = np.asarray(value)
     except (TypeError, ValueError):
-        return float("nan")
+        return None
+    return float(arr.item()) if arr.ndim == 0 and arr.dtype.kind in "biuf" else None
 
 
 def _kind(value: Any) -> str:
