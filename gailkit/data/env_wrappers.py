@@ -12,7 +12,9 @@ import gymnasium as gym
 import numpy as np
 
 from gailkit.config import EnvConfig
+from gailkit.core import textparse
 from gailkit.core.errors import EnvError, first_line
+from gailkit.model.spaces import one_line
 
 
 class TupleAsDict(gym.ObservationWrapper):
@@ -87,7 +89,7 @@ class Checked(gym.Wrapper):
                 return
         problem = _misfit(space, obs)
         if problem:
-            self._fail(f"{where} returned an observation {problem}, where its observation_space is {_space(self)}")
+            self._fail(f"{where} returned an observation {problem}, where its observation_space is {one_line(space)}")
 
 
 _NUMBERS = (float, int, np.float64, np.float32)
@@ -110,13 +112,7 @@ def _kind(value: Any) -> str:
 
 
 def _shown(value: Any) -> str:
-    text = " ".join(repr(value).split())
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _space(env: gym.Wrapper) -> str:
-    text = " ".join(str(env.env.observation_space).split())
-    return text if len(text) <= 200 else text[:197] + "..."
+    return " ".join(textparse.shown(value).split())  # a numpy matrix's repr spans lines
 
 
 def _misfit(space: gym.Space, obs: Any, key: str = "") -> str:
