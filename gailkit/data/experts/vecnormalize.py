@@ -155,6 +155,13 @@ def apply(pol: Any, stats: ObsStats | dict[str, ObsStats]) -> None:
 
     from gailkit.model.encoders import NormalizedFlatten
 
+    device = next(pol.parameters()).device
+
+    def normalizer(space: gym.Space, st: ObsStats) -> NormalizedFlatten:
+        norm = NormalizedFlatten(space, normalize=True, clip=st.clip, eps=st.epsilon)
+        norm.set_stats(st.mean, st.var, st.count)
+        return norm.to(device)
+
     if isinstance(stats, dict):
         combined = [m for m in pol.modules() if isinstance(m, CombinedExtractor)]
         if not combined:
@@ -162,7 +169,6 @@ def apply(pol: Any, stats: ObsStats | dict[str, ObsStats]) -> None:
                 "a VecNormalize file of Dict statistics lies beside an expert whose network has no "
                 f"MultiInputPolicy extractor ({type(getattr(pol, 'features_extractor', None)).__name__}); move one of them away"
             )
-        device = next(pol.parameters()).device
         for extractor in combined:
             for key, st in stats.items():
                 if not isinstance(extractor.extractors[key], nn.Flatten):
@@ -170,14 +176,10 @@ def apply(pol: Any, stats: ObsStats | dict[str, ObsStats]) -> None:
                         f"VecNormalize statistics for the Dict entry {key!r}, which the expert's network reads "
                         f"with {type(extractor.extractors[key]).__name__}, not by flattening it"
                     )
-                norm = NormalizedFlatten(pol.observation_space[key], normalize=True, clip=st.clip, eps=st.epsilon)
-                norm.set_stats(st.mean, st.var, st.count)
-                extractor.extractors[key] = norm.to(device)
+                extractor.extractors[key] = normalizer(pol.observation_space[key], st)
         return
 
-    norm = NormalizedFlatten(pol.observation_space, normalize=True, clip=stats.clip, eps=stats.epsilon)
-    norm.set_stats(stats.mean, stats.var, stats.count)
-    norm.to(next(pol.parameters()).device)
+    norm = normalizer(pol.observation_space, stats)
     slots = [  # every name a FlattenExtractor is registered under (SB3 shares one as features/pi/vf extractor)
         (m, name) for m in pol.modules() for name, child in m._modules.items() if isinstance(child, FlattenExtractor)
     ]
